@@ -1,0 +1,137 @@
+"""The modular-arithmetic task on digit images: (image of x, op k) -> an image of class (x + k) mod modulus.
+
+Batches are drawn as whole tensors from uint8 images held in memory (no per-sample Python). Batch `step` of rank
+`rank` depends only on `(seed, step, rank)`, so runs are reproducible, ranks draw different data, and a resumed run
+continues with exactly the batches it would have drawn.
+"""
+
+from dataclasses import dataclass
+
+import torch
+
+
+TRAIN_OPERATIONS = (-1, 1)
+
+
+def unseen_operations(modulus: int = 10) -> tuple[int, ...]:
+    """The strict zero-shot evaluation ops: +-2 .. +-(modulus - 1)."""
+    return tuple(sign * k for k in range(2, modulus) for sign in (1, -1))
+
+
+def normalize_images(images: torch.Tensor, mean: float = 0.1307, std: float = 0.3081) -> torch.Tensor:
+    """uint8 `(N, H, W)` -> float `(N, 1, H, W)`, scaled to [0, 1] and standardised."""
+    return ((images.float() / 255.0 - mean) / std).unsqueeze(1)
+
+
+def random_shift(images: torch.Tensor, max_shift: int, generator: torch.Generator) -> torch.Tensor:
+    """Translate each image by an independent integer offset in [-max_shift, max_shift] (zero padding), batched."""
+    if max_shift <= 0:
+        return images
+    batch, height, width = images.shape
+    padded = torch.nn.functional.pad(images, (max_shift,) * 4)
+    offsets = torch.randint(0, 2 * max_shift + 1, (2, batch), generator=generator)
+    rows = offsets[0][:, None] + torch.arange(height)[None, :]
+    cols = offsets[1][:, None] + torch.arange(width)[None, :]
+    return padded[torch.arange(batch)[:, None, None], rows[:, :, None], cols[:, None, :]]
+
+
+@dataclass
+class ModularArithmeticTask:
+    """Pairs an image of digit `x` and an op `k` with a random image of digit `(x + k) mod modulus` from the same split.
+
+    Args:
+        images: uint8 `(N, H, W)` images of one split.
+        labels: int64 `(N,)` digit classes.
+        operations: ops to sample from (default: the training ops -1 and +1).
+        modulus: group size.
+        seed: base seed; batch `step` of `rank` is seeded with `(seed, step, rank)`.
+        max_shift: random translation augmentation in pixels (0 = off), applied to context and target images.
+        pixel_mean, pixel_std: normalisation of the returned `pixel_values`.
+    """
+
+    images: torch.Tensor
+    labels: torch.Tensor
+    operations: tuple[int, ...] = TRAIN_OPERATIONS
+    modulus: int = 10
+    seed: int = 0
+    max_shift: int = 0
+    pixel_mean: float = 0.1307
+    pixel_std: float = 0.3081
+
+    def __post_init__(self):
+        if self.images.dtype != torch.uint8 or self.images.ndim != 3:
+            raise ValueError(f"images must be a uint8 tensor (N, H, W), got {self.images.dtype} {tuple(self.images.shape)}")
+        if self.labels.shape != (self.images.shape[0],):
+            raise ValueError(f"labels must have shape ({self.images.shape[0]},), got {tuple(self.labels.shape)}")
+        if not self.operations:
+            raise ValueError("operations must not be empty")
+        bad = [k for k in self.operations if abs(k) >= self.modulus]
+        if bad:
+            raise ValueError(f"operations must lie in [-{self.modulus - 1}, {self.modulus - 1}], got {bad}")
+        self.labels = self.labels.long()
+        order = torch.argsort(self.labels, stable=True)
+        counts = torch.bincount(self.labels, minlength=self.modulus)
+        if counts.numel() != self.modulus or (counts == 0).any():
+            raise ValueError(f"every class 0..{self.modulus - 1} needs at least one image; counts: {counts.tolist()}")
+        self._by_class = order
+        self._class_counts = counts
+        self._class_offsets = torch.cumsum(counts, 0) - counts
+        self._operations = torch.tensor(self.operations, dtype=torch.long)
+
+    def __len__(self) -> int:
+        return self.images.shape[0]
+
+    def _generator(self, step: int, rank: int) -> torch.Generator:
+        # A distinct, well-mixed stream per (seed, step, rank).
+        return torch.Generator().manual_seed((self.seed * 1_000_003 + step) * 10_007 + rank)
+
+    def random_image_of_class(self, classes: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """Indices of uniformly drawn images of the given classes, one per entry."""
+        offsets = (torch.rand(classes.shape, generator=generator) * self._class_counts[classes]).long()
+        return self._by_class[self._class_offsets[classes] + offsets]
+
+    def sample_batch(self, batch_size: int, step: int = 0, rank: int = 0) -> dict[str, torch.Tensor]:
+        """A batch as model inputs: `pixel_values`, `operations`, `target_pixel_values`, `labels` (target classes)."""
+        generator = self._generator(step, rank)
+        index = torch.randint(0, len(self), (batch_size,), generator=generator)
+        operations = self._operations[torch.randint(0, len(self._operations), (batch_size,), generator=generator)]
+        target_labels = (self.labels[index] + operations) % self.modulus
+        target_index = self.random_image_of_class(target_labels, generator)
+        context, target = self.images[index], self.images[target_index]
+        if self.max_shift:
+            context = random_shift(context, self.max_shift, generator)
+            target = random_shift(target, self.max_shift, generator)
+        return {
+            "pixel_values": normalize_images(context, self.pixel_mean, self.pixel_std),
+            "operations": operations,
+            "target_pixel_values": normalize_images(target, self.pixel_mean, self.pixel_std),
+            "labels": target_labels,
+        }
+
+    def to_dataset(self, num_samples: int, batch_size: int = 4096):
+        """A materialised `datasets.Dataset` of (image, operation, target_image, label) rows, e.g. for sharing."""
+        import datasets
+        import numpy as np
+
+        columns = {"image": [], "operation": [], "target_image": [], "label": []}
+        for step, start in enumerate(range(0, num_samples, batch_size)):
+            generator = self._generator(step, 0)
+            size = min(batch_size, num_samples - start)
+            index = torch.randint(0, len(self), (size,), generator=generator)
+            ops = self._operations[torch.randint(0, len(self._operations), (size,), generator=generator)]
+            target_labels = (self.labels[index] + ops) % self.modulus
+            columns["image"].append(self.images[index].numpy())
+            columns["operation"].append(ops.numpy())
+            columns["target_image"].append(self.images[self.random_image_of_class(target_labels, generator)].numpy())
+            columns["label"].append(target_labels.numpy())
+        data = {key: np.concatenate(value) for key, value in columns.items()}
+        height, width = self.images.shape[1:]
+        features = datasets.Features(
+            {
+                "image": datasets.Array2D((height, width), "uint8"),
+                "operation": datasets.Value("int64"),
+                "target_image": datasets.Array2D((height, width), "uint8"),
+                "label": datasets.Value("int64"),
+            }
+        )
+        return datasets.Dataset.from_dict({k: list(v) if v.ndim > 1 else v for k, v in data.items()}, features=features)

@@ -1,0 +1,45 @@
+"""Plain metric functions over tensors, with thin local `evaluate` modules for users who want them (offline)."""
+
+from pathlib import Path
+
+from .modular_arithmetic import (
+    evaluate_modular_arithmetic,
+    modular_accuracy,
+    modular_targets,
+    pca_project,
+    plot_latent_pca,
+    prototype_off_diagonal_cosine,
+    summarize_operation_accuracies,
+)
+
+
+EVALUATE_MODULES_DIR = Path(__file__).parent / "evaluate_modules"
+
+
+def evaluate_module_path(name: str) -> str:
+    """Path of a bundled `evaluate` module, for `evaluate.load(path)` (works offline)."""
+    path = EVALUATE_MODULES_DIR / name / f"{name}.py"
+    if not path.exists():
+        available = sorted(p.name for p in EVALUATE_MODULES_DIR.iterdir() if p.is_dir())
+        raise ValueError(f"unknown metric {name!r}; bundled evaluate modules: {available}")
+    return str(path)
+
+
+def load_metric(name: str, **kwargs):
+    """`evaluate.load` of a bundled metric module, e.g. `load_metric("modular_arithmetic_accuracy")`."""
+    import evaluate
+
+    return evaluate.load(evaluate_module_path(name), **kwargs)
+
+
+__all__ = [
+    "evaluate_modular_arithmetic",
+    "evaluate_module_path",
+    "load_metric",
+    "modular_accuracy",
+    "modular_targets",
+    "pca_project",
+    "plot_latent_pca",
+    "prototype_off_diagonal_cosine",
+    "summarize_operation_accuracies",
+]

@@ -1,0 +1,499 @@
+"""BRo-JEPA: modular arithmetic in latent space with a block-rotation predictor.
+
+A context encoder maps an image of digit ``x`` to a latent ``z``; a predictor conditioned on an operation ``k`` maps it
+to ``z_p``, trained to match the EMA target encoder's latent of an image of digit ``(x + k) mod modulus``. The
+block-rotation predictor rotates true 2-D pairs of ``z`` by ``k * theta_j``, so ``P(z, a) = P(P(z, b), a - b)`` holds by
+construction and ops never seen in training (+-2..+-9 when trained on +-1) are predicted zero-shot.
+
+This file imports only torch and transformers so that ``trust_remote_code`` export works.
+"""
+
+import copy
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import PreTrainedModel
+from transformers import initialization as init
+from transformers.utils import ModelOutput
+
+from .configuration_bro_jepa import BroJepaConfig
+
+
+@dataclass
+class BroJepaOutput(ModelOutput):
+    """
+    Output of [`BroJepaModel`].
+
+    Args:
+        loss: total training loss (only when targets are given).
+        logits: `(batch, modulus)` class scores of the predicted latent: scaled cosine (or negative squared distance)
+            to the stored class prototypes for the JEPA objective, the linear head for the supervised objective. `None`
+            for a JEPA model whose prototypes have not been filled yet.
+        predicted_latent: `(batch, latent_dim)` predictor output `P(z_context, k)`.
+        context_latent: `(batch, latent_dim)` context encoder output.
+        target_latent: `(batch, latent_dim)` EMA target encoder output on `target_pixel_values` (JEPA objective).
+        prediction_loss, variance_loss, covariance_loss, composition_loss: the weighted loss's parts, unweighted.
+    """
+
+    loss: torch.FloatTensor | None = None
+    logits: torch.FloatTensor | None = None
+    predicted_latent: torch.FloatTensor | None = None
+    context_latent: torch.FloatTensor | None = None
+    target_latent: torch.FloatTensor | None = None
+    prediction_loss: torch.FloatTensor | None = None
+    variance_loss: torch.FloatTensor | None = None
+    covariance_loss: torch.FloatTensor | None = None
+    composition_loss: torch.FloatTensor | None = None
+
+
+# ----------------------------------------------------------------------------------------------------------- encoders
+
+
+class BroJepaMlpEncoder(nn.Module):
+    def __init__(self, config: BroJepaConfig):
+        super().__init__()
+        layers, width = [], config.num_channels * config.image_size**2
+        for hidden in config.mlp_hidden_sizes:
+            layers += [nn.Linear(width, hidden), nn.BatchNorm1d(hidden), nn.ReLU(inplace=True)]
+            width = hidden
+        self.layers = nn.Sequential(nn.Flatten(), *layers)
+        self.projection = nn.Linear(width, config.latent_dim)
+
+    def forward(self, pixel_values):
+        return self.projection(self.layers(pixel_values))
+
+
+def _conv_bn_relu(in_channels, out_channels):
+    return [
+        nn.Conv2d(in_channels, out_channels, 3, padding=1, bias=False),
+        nn.BatchNorm2d(out_channels),
+        nn.ReLU(inplace=True),
+    ]
+
+
+class BroJepaCnnEncoder(nn.Module):
+    """Stages of 3x3 conv + BN + ReLU with 2x max-pooling between them, global average pooling, linear projection."""
+
+    def __init__(self, config: BroJepaConfig):
+        super().__init__()
+        layers, width = [], config.num_channels
+        for index, channels in enumerate(config.cnn_channels):
+            if index > 0:
+                layers.append(nn.MaxPool2d(2))
+            layers += _conv_bn_relu(width, channels)
+            width = channels
+        self.layers = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten())
+        self.projection = nn.Linear(width, config.latent_dim)
+
+    def forward(self, pixel_values):
+        return self.projection(self.layers(pixel_values))
+
+
+class BroJepaBasicBlock(nn.Module):
+    def __init__(self, in_channels, out_channels, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(in_channels, out_channels, 3, stride=stride, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(out_channels)
+        self.conv2 = nn.Conv2d(out_channels, out_channels, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(out_channels)
+        self.shortcut = nn.Identity()
+        if stride != 1 or in_channels != out_channels:
+            self.shortcut = nn.Sequential(
+                nn.Conv2d(in_channels, out_channels, 1, stride=stride, bias=False), nn.BatchNorm2d(out_channels)
+            )
+
+    def forward(self, hidden):
+        out = F.relu(self.bn1(self.conv1(hidden)), inplace=True)
+        out = self.bn2(self.conv2(out))
+        return F.relu(out + self.shortcut(hidden), inplace=True)
+
+
+class BroJepaResNet18Encoder(nn.Module):
+    """ResNet-18 (2-2-2-2 basic blocks) adapted to 28x28: a 3x3 stride-1 stem and no max-pool, as for CIFAR."""
+
+    def __init__(self, config: BroJepaConfig):
+        super().__init__()
+        width = config.resnet_base_width
+        self.stem = nn.Sequential(*_conv_bn_relu(config.num_channels, width))
+        blocks, in_channels = [], width
+        for stage, multiplier in enumerate((1, 2, 4, 8)):
+            out_channels = width * multiplier
+            for index in range(2):
+                stride = 2 if stage > 0 and index == 0 else 1
+                blocks.append(BroJepaBasicBlock(in_channels, out_channels, stride))
+                in_channels = out_channels
+        self.blocks = nn.Sequential(*blocks)
+        self.pool = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten())
+        self.projection = nn.Linear(in_channels, config.latent_dim)
+
+    def forward(self, pixel_values):
+        return self.projection(self.pool(self.blocks(self.stem(pixel_values))))
+
+
+ENCODER_CLASSES = {"mlp": BroJepaMlpEncoder, "cnn": BroJepaCnnEncoder, "resnet18": BroJepaResNet18Encoder}
+
+
+class BroJepaEncoder(nn.Module):
+    """Backbone + projection to the latent, optionally standardised per dimension (BatchNorm without affine)."""
+
+    def __init__(self, config: BroJepaConfig):
+        super().__init__()
+        self.backbone = ENCODER_CLASSES[config.encoder_type](config)
+        self.latent_norm = nn.BatchNorm1d(config.latent_dim, affine=False) if config.normalize_latent else nn.Identity()
+
+    def forward(self, pixel_values):
+        return self.latent_norm(self.backbone(pixel_values))
+
+
+# --------------------------------------------------------------------------------------------------------- predictors
+
+
+def rotation_harmonics(config: BroJepaConfig) -> torch.Tensor:
+    """Integer frequency of each 2-D block: all 1 for SFR, cycling 1..modulus//2 for MFR (each stays cyclic)."""
+    if config.rotation_frequencies == "single":
+        return torch.ones(1)
+    return (torch.arange(config.num_blocks) % max(config.modulus // 2, 1) + 1).float()
+
+
+class BroJepaBlockRotationPredictor(nn.Module):
+    """`z_p = R_block(k * theta) z`: block `j` rotates the pair `(z[2j], z[2j+1])` by `k * theta_j`."""
+
+    def __init__(self, config: BroJepaConfig):
+        super().__init__()
+        self.num_blocks = config.num_blocks
+        shape = (1,) if config.rotation_frequencies == "single" else (config.num_blocks,)
+        angles = torch.empty(shape)
+        if config.learnable_angle:
+            self.angles = nn.Parameter(angles)
+        else:
+            self.register_buffer("angles", angles)
+
+    def forward(self, latent: torch.Tensor, operations: torch.Tensor) -> torch.Tensor:
+        phase = operations.to(latent.dtype)[:, None] * self.angles.to(latent.dtype)[None, :]
+        cos, sin = phase.cos(), phase.sin()
+        pairs = latent.reshape(latent.shape[0], self.num_blocks, 2)
+        x, y = pairs[..., 0], pairs[..., 1]
+        rotated = torch.stack((cos * x - sin * y, sin * x + cos * y), dim=-1)
+        return rotated.reshape_as(latent)
+
+
+class BroJepaAdditivePredictor(nn.Module):
+    """Baseline predictor with an additive compositional operation embedding: `z_p = MLP(z + k * v)`."""
+
+    def __init__(self, config: BroJepaConfig):
+        super().__init__()
+        self.operation_direction = nn.Parameter(torch.empty(config.latent_dim))
+        self.mlp = nn.Sequential(
+            nn.Linear(config.latent_dim, config.predictor_hidden_size),
+            nn.GELU(),
+            nn.Linear(config.predictor_hidden_size, config.latent_dim),
+        )
+
+    def forward(self, latent: torch.Tensor, operations: torch.Tensor) -> torch.Tensor:
+        embedded = latent + operations.to(latent.dtype)[:, None] * self.operation_direction[None, :]
+        return self.mlp(embedded)
+
+
+PREDICTOR_CLASSES = {"block_rotation": BroJepaBlockRotationPredictor, "additive_mlp": BroJepaAdditivePredictor}
+
+
+# -------------------------------------------------------------------------------------------------------- loss terms
+
+
+def _gather_with_grad(latent: torch.Tensor) -> torch.Tensor:
+    """All ranks' latents (differentiable), so VICReg statistics see the global batch in multi-process runs."""
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return latent
+    if torch.distributed.get_world_size() == 1:
+        return latent
+    from torch.distributed.nn.functional import all_gather
+
+    return torch.cat(all_gather(latent), dim=0)
+
+
+def vicreg_variance_loss(latent: torch.Tensor, eps: float = 1e-4) -> torch.Tensor:
+    """VICReg hinge on the per-dimension standard deviation: `mean(relu(1 - sqrt(var + eps)))`."""
+    std = torch.sqrt(latent.var(dim=0) + eps)
+    return F.relu(1.0 - std).mean()
+
+
+def vicreg_covariance_loss(latent: torch.Tensor) -> torch.Tensor:
+    """Sum of squared off-diagonal covariance entries (unbiased) divided by the dimension."""
+    batch, dim = latent.shape
+    centered = latent - latent.mean(dim=0)
+    covariance = centered.T @ centered / (batch - 1)
+    off_diagonal = covariance - torch.diag(torch.diagonal(covariance))
+    return off_diagonal.pow(2).sum() / dim
+
+
+def latent_prediction_loss(prediction: torch.Tensor, target: torch.Tensor, loss_type: str) -> torch.Tensor:
+    if loss_type == "mse":
+        return F.mse_loss(prediction, target)
+    if loss_type == "smooth_l1":
+        return F.smooth_l1_loss(prediction, target)
+    return (1.0 - F.cosine_similarity(prediction, target, dim=-1)).mean()
+
+
+# -------------------------------------------------------------------------------------------------------------- model
+
+
+class BroJepaPreTrainedModel(PreTrainedModel):
+    config: BroJepaConfig
+    config_class = BroJepaConfig
+    base_model_prefix = "bro_jepa"
+    main_input_name = "pixel_values"
+    input_modalities = "image"
+
+    def _init_weights(self, module):
+        std = self.config.initializer_range
+        if isinstance(module, nn.Conv2d):
+            init.kaiming_normal_(module.weight, mode="fan_out", nonlinearity="relu")
+            if module.bias is not None:
+                init.zeros_(module.bias)
+        elif isinstance(module, nn.Linear):
+            init.trunc_normal_(module.weight, std=std)
+            if module.bias is not None:
+                init.zeros_(module.bias)
+        elif isinstance(module, BroJepaBlockRotationPredictor):
+            init.copy_(module.angles, self.config.initial_angle * rotation_harmonics(self.config))
+        elif isinstance(module, BroJepaAdditivePredictor):
+            init.trunc_normal_(module.operation_direction, std=1.0 / math.sqrt(self.config.latent_dim))
+        elif isinstance(module, BroJepaModel):
+            init.zeros_(module.class_prototypes)
+        else:
+            super()._init_weights(module)
+
+
+class BroJepaModel(BroJepaPreTrainedModel):
+    """
+    BRo-JEPA: context encoder, EMA target encoder (frozen, always in eval mode), operation-conditioned predictor and
+    stored class prototypes. With `config.objective == "supervised"` it is the cross-entropy baseline instead: no target
+    encoder, a linear classifier on the predicted latent.
+    """
+
+    def __init__(self, config: BroJepaConfig):
+        super().__init__(config)
+        config.validate()
+        self.context_encoder = BroJepaEncoder(config)
+        self.predictor = PREDICTOR_CLASSES[config.predictor_type](config)
+        if config.objective == "jepa":
+            self.target_encoder = copy.deepcopy(self.context_encoder)
+            self.classifier = None
+        else:
+            self.target_encoder = None
+            self.classifier = nn.Linear(config.latent_dim, config.modulus)
+        # Mean target latent of each class, filled after training by `fill_class_prototypes`; saved with the weights.
+        self.register_buffer("class_prototypes", torch.zeros(config.modulus, config.latent_dim))
+        self.post_init()
+        if self.target_encoder is not None and self.class_prototypes.device.type != "meta":
+            self.copy_context_to_target()
+        self.freeze_target_encoder()
+
+    # ------------------------------------------------------------------ target encoder housekeeping
+
+    @torch.no_grad()
+    def copy_context_to_target(self):
+        """Make the target encoder an exact copy of the context encoder (parameters and BatchNorm buffers)."""
+        context, target = self.context_encoder.state_dict(), self.target_encoder.state_dict()
+        for name, tensor in target.items():
+            tensor.copy_(context[name])
+
+    def freeze_target_encoder(self):
+        if self.target_encoder is not None:
+            self.target_encoder.requires_grad_(False)
+            self.target_encoder.eval()
+
+    def train(self, mode: bool = True):
+        super().train(mode)
+        if self.target_encoder is not None:
+            self.target_encoder.eval()
+        return self
+
+    @classmethod
+    def from_pretrained(cls, *args, **kwargs):
+        loaded = super().from_pretrained(*args, **kwargs)
+        model = loaded[0] if isinstance(loaded, tuple) else loaded
+        # Loading marks every floating parameter trainable again; the EMA target must stay frozen.
+        model.freeze_target_encoder()
+        return loaded
+
+    # ------------------------------------------------------------------ input checks
+
+    def _check_pixel_values(self, pixel_values, name):
+        config = self.config
+        expected = (config.num_channels, config.image_size, config.image_size)
+        if not isinstance(pixel_values, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor of shape (batch, {', '.join(map(str, expected))})")
+        if not pixel_values.is_floating_point():
+            raise TypeError(
+                f"{name} must be a normalised floating-point tensor, got dtype {pixel_values.dtype}; convert uint8 "
+                f"images with BroJepaImageProcessor or ((x / 255) - {config.pixel_mean}) / {config.pixel_std}"
+            )
+        if pixel_values.ndim != 4 or tuple(pixel_values.shape[1:]) != expected:
+            raise ValueError(
+                f"{name} must have shape (batch, {', '.join(map(str, expected))}), got {tuple(pixel_values.shape)}"
+            )
+
+    def _check_operations(self, operations, batch_size) -> torch.Tensor:
+        modulus = self.config.modulus
+        operations = torch.as_tensor(operations, device=self.class_prototypes.device)
+        if operations.is_floating_point() or operations.dtype == torch.bool:
+            raise TypeError(f"operations must be integers, got dtype {operations.dtype}")
+        if operations.ndim == 0:
+            operations = operations.expand(batch_size)
+        if operations.shape != (batch_size,):
+            raise ValueError(f"operations must have shape ({batch_size},) or be a scalar, got {tuple(operations.shape)}")
+        if operations.numel() and operations.abs().max().item() >= modulus:
+            raise ValueError(
+                f"operations must lie in [-{modulus - 1}, {modulus - 1}] (modulus {modulus}), "
+                f"got values in [{operations.min().item()}, {operations.max().item()}]"
+            )
+        return operations.long()
+
+    # ------------------------------------------------------------------ building blocks
+
+    def encode(self, pixel_values: torch.Tensor, use_target_encoder: bool = False) -> torch.Tensor:
+        """Latents of images; `use_target_encoder=True` for the EMA target encoder (the space prototypes live in)."""
+        self._check_pixel_values(pixel_values, "pixel_values")
+        if use_target_encoder and self.target_encoder is not None:
+            return self._target_latent(pixel_values)
+        return self.context_encoder(pixel_values)
+
+    @torch.no_grad()
+    def _target_latent(self, pixel_values: torch.Tensor) -> torch.Tensor:
+        """Target encoder output. While the model trains, the target's BatchNorm layers normalise with the statistics
+        of the target's own batch and update their own running statistics (as BYOL/MoCo key encoders do); otherwise
+        the target is in eval mode. Eval-mode BatchNorm with statistics copied or averaged from the fast-moving
+        context encoder does not fit the lagging target weights and collapses or explodes its latents."""
+        if not self.training:
+            return self.target_encoder(pixel_values)
+        norms = [m for m in self.target_encoder.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+        for module in norms:
+            module.train()
+        try:
+            return self.target_encoder(pixel_values)
+        finally:
+            for module in norms:
+                module.eval()
+
+    def predict(self, latent: torch.Tensor, operations) -> torch.Tensor:
+        """Apply operation(s) `k` in latent space: `P(z, k)`."""
+        return self.predictor(latent, self._check_operations(operations, latent.shape[0]))
+
+    def rollout(self, latent: torch.Tensor, operations) -> torch.Tensor:
+        """Apply the unit step `sign(k)` `|k|` times (only the ops seen in training) instead of `k` at once."""
+        operations = self._check_operations(operations, latent.shape[0])
+        steps, unit = operations.abs(), operations.sign()
+        for step in range(int(steps.max().item()) if steps.numel() else 0):
+            active = (steps > step)[:, None]
+            latent = torch.where(active, self.predictor(latent, unit), latent)
+        return latent
+
+    def has_class_prototypes(self) -> bool:
+        return bool(self.class_prototypes.abs().sum() > 0)
+
+    def class_logits(self, latent: torch.Tensor) -> torch.Tensor | None:
+        """Class scores of latents: the supervised head, or similarity to the stored class prototypes."""
+        if self.classifier is not None:
+            return self.classifier(latent)
+        if not self.has_class_prototypes():
+            return None
+        prototypes = self.class_prototypes.to(latent.dtype)
+        if self.config.prototype_metric == "euclidean":
+            return -torch.cdist(latent, prototypes).pow(2)
+        # Cosine similarity scaled by 1/0.1 so that a softmax over classes gives a usable confidence.
+        return F.normalize(latent, dim=-1) @ F.normalize(prototypes, dim=-1).T / 0.1
+
+    @torch.no_grad()
+    def fill_class_prototypes(self, pixel_values: torch.Tensor, labels: torch.Tensor, batch_size: int = 2048):
+        """Store each class's mean target latent (context latent for the supervised objective) as its prototype."""
+        labels = torch.as_tensor(labels, device=self.class_prototypes.device)
+        if labels.shape != (pixel_values.shape[0],):
+            raise ValueError(f"labels must have shape ({pixel_values.shape[0]},), got {tuple(labels.shape)}")
+        counts = torch.bincount(labels, minlength=self.config.modulus)
+        if counts.numel() != self.config.modulus or (counts == 0).any():
+            raise ValueError(f"labels must cover every class 0..{self.config.modulus - 1} exactly, got counts {counts}")
+        sums = torch.zeros_like(self.class_prototypes)
+        was_training = self.training
+        self.eval()
+        for start in range(0, pixel_values.shape[0], batch_size):
+            chunk = pixel_values[start : start + batch_size].to(self.class_prototypes.device)
+            latent = self.encode(chunk, use_target_encoder=True).float()
+            sums.index_add_(0, labels[start : start + batch_size], latent)
+        self.class_prototypes.copy_(sums / counts[:, None].to(sums.dtype))
+        self.train(was_training)
+        return self.class_prototypes
+
+    # ------------------------------------------------------------------ forward
+
+    def forward(
+        self,
+        pixel_values: torch.Tensor,
+        operations,
+        target_pixel_values: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> BroJepaOutput | tuple:
+        r"""
+        pixel_values (`torch.FloatTensor` of shape `(batch, num_channels, image_size, image_size)`):
+            Normalised images of the operands `x`.
+        operations (`torch.LongTensor` of shape `(batch,)` or `int`):
+            Operation `k` per sample, in `[-(modulus - 1), modulus - 1]`.
+        target_pixel_values (`torch.FloatTensor`, *optional*):
+            Images of class `(x + k) mod modulus`; with them the JEPA loss is computed.
+        labels (`torch.LongTensor` of shape `(batch,)`, *optional*):
+            Target classes `(x + k) mod modulus`; required for the loss of the supervised objective.
+        """
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        config = self.config
+        context_latent = self.encode(pixel_values)
+        operations = self._check_operations(operations, pixel_values.shape[0])
+        predicted_latent = self.predictor(context_latent, operations)
+        logits = self.class_logits(predicted_latent)
+
+        target_latent = loss = None
+        parts = {}
+        if config.objective == "jepa" and target_pixel_values is not None:
+            self._check_pixel_values(target_pixel_values, "target_pixel_values")
+            if target_pixel_values.shape[0] != pixel_values.shape[0]:
+                raise ValueError("target_pixel_values must have the same batch size as pixel_values")
+            target_latent = self._target_latent(target_pixel_values)
+            gathered = _gather_with_grad(context_latent.float())
+            parts["prediction_loss"] = latent_prediction_loss(
+                predicted_latent.float(), target_latent.float(), config.loss_type
+            )
+            parts["variance_loss"] = vicreg_variance_loss(gathered)
+            parts["covariance_loss"] = vicreg_covariance_loss(gathered)
+            loss = (
+                config.invariance_weight * parts["prediction_loss"]
+                + config.variance_weight * parts["variance_loss"]
+                + config.covariance_weight * parts["covariance_loss"]
+            )
+        elif config.objective == "supervised" and labels is not None:
+            labels = torch.as_tensor(labels, device=logits.device)
+            parts["prediction_loss"] = F.cross_entropy(logits.float(), labels)
+            loss = parts["prediction_loss"]
+
+        if loss is not None and config.composition_weight > 0:
+            # Applying 2k once must land where applying k twice lands.
+            once = self.predictor(context_latent, 2 * operations)
+            twice = self.predictor(self.predictor(context_latent, operations), operations)
+            parts["composition_loss"] = F.mse_loss(once.float(), twice.float())
+            loss = loss + config.composition_weight * parts["composition_loss"]
+
+        output = BroJepaOutput(
+            loss=loss,
+            logits=logits,
+            predicted_latent=predicted_latent,
+            context_latent=context_latent,
+            target_latent=target_latent,
+            **parts,
+        )
+        return output if return_dict else output.to_tuple()
+
+
+__all__ = ["BroJepaModel", "BroJepaPreTrainedModel", "BroJepaOutput"]
