@@ -1,0 +1,28 @@
+"""hf-jepa: JEPA research systems as first-class Hugging Face citizens.
+
+Importing the package registers every config and model with the transformers Auto classes and every pipeline task.
+"""
+
+from transformers import AutoConfig, AutoImageProcessor, AutoModel
+
+from .modeling.bro_jepa import BroJepaConfig, BroJepaImageProcessor, BroJepaModel, BroJepaOutput
+
+
+__version__ = "0.1.0"
+
+AutoConfig.register(BroJepaConfig.model_type, BroJepaConfig, exist_ok=True)
+AutoModel.register(BroJepaConfig, BroJepaModel, exist_ok=True)
+AutoImageProcessor.register(BroJepaConfig, image_processor_classes={"pil": BroJepaImageProcessor}, exist_ok=True)
+
+# trust_remote_code export: `save_pretrained` / `push_to_hub` copy the self-contained modeling folder's files next to
+# the weights and write `auto_map`, so a saved directory or Hub repo loads with `AutoModel.from_pretrained(path,
+# trust_remote_code=True)` (and `AutoImageProcessor`, from preprocessor_config.json's own `auto_map`) where hf_jepa
+# is not installed. Where it is installed, the registered classes above are used (no remote code runs).
+BroJepaConfig.register_for_auto_class()
+BroJepaModel.register_for_auto_class("AutoModel")
+BroJepaImageProcessor.register_for_auto_class("AutoImageProcessor")
+
+from . import pipelines  # noqa: E402,F401  (registers the pipeline tasks)
+
+
+__all__ = ["BroJepaConfig", "BroJepaImageProcessor", "BroJepaModel", "BroJepaOutput", "__version__"]

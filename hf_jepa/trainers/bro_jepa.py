@@ -10,7 +10,7 @@ import torch
 from ..data import ModularArithmeticTask, images_to_tensor, load_mnist, mnist_source_description, normalize_images
 from ..data.modular_arithmetic import TRAIN_OPERATIONS
 from ..metrics import evaluate_modular_arithmetic, plot_latent_pca, prototype_off_diagonal_cosine
-from ..modeling.bro_jepa import BroJepaConfig, BroJepaModel
+from ..modeling.bro_jepa import BroJepaConfig, BroJepaImageProcessor, BroJepaModel
 
 
 logger = logging.getLogger(__name__)
@@ -99,8 +99,10 @@ class BroJepaRecipe:
             ).name
         return metrics
 
-    def write_model_card(self, model, output_dir: str, metrics: dict, args) -> None:
+    def save_artifacts(self, model, output_dir: str, metrics: dict, args) -> None:
         from ..hub import render_bro_jepa_card
 
+        # The image processor makes the directory usable by `pipeline("modular-arithmetic", model=dir)` with batching.
+        BroJepaImageProcessor().save_pretrained(output_dir)
         card = render_bro_jepa_card(model.config, metrics, training_args=args, data_args=self.data_args)
         card.save(str(Path(output_dir) / "README.md"))

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import torch
 from accelerate import Accelerator
-from accelerate.state import AcceleratorState
+from accelerate.state import AcceleratorState, PartialState
 from accelerate.utils import ProjectConfiguration, set_seed
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel
@@ -89,7 +89,9 @@ class Recipe(Protocol):
 
     def evaluate(self, model: PreTrainedModel, output_dir: str | None = None) -> dict[str, Any]: ...
 
-    def write_model_card(self, model: PreTrainedModel, output_dir: str, metrics: dict, args: "TrainingArguments") -> None: ...
+    def save_artifacts(self, model: PreTrainedModel, output_dir: str, metrics: dict, args: "TrainingArguments") -> None:
+        """Write what ships beside the weights: the model card, and a processor/tokenizer where the family has one."""
+        ...
 
 
 class _LoopState:
@@ -130,9 +132,15 @@ class JepaTrainer:
 
     def _make_accelerator(self) -> Accelerator:
         args = self.args
-        if not torch.distributed.is_initialized() and int(os.environ.get("WORLD_SIZE", "1")) == 1:
+        distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
+        world_size = torch.distributed.get_world_size() if distributed else int(os.environ.get("WORLD_SIZE", "1"))
+        # A process state left over from an earlier run in this process (or inherited through a fork, as with
+        # `debug_launcher`/`notebook_launcher` after an in-process run) that disagrees with the launch would make
+        # every rank train alone, silently: rebuild it.
+        stale = PartialState._shared_state.get("num_processes", world_size) != world_size
+        if stale or (not distributed and world_size == 1):
             # Several runs in one process (reproduction tables) may use different precisions.
-            AcceleratorState._reset_state()
+            AcceleratorState._reset_state(reset_partial_state=stale)
         project = ProjectConfiguration(
             project_dir=args.output_dir,
             logging_dir=os.path.join(args.output_dir, "logs"),
@@ -259,7 +267,7 @@ class JepaTrainer:
         with open(output_dir / "training_log.jsonl", "w") as handle:
             for record in history:
                 handle.write(json.dumps(record) + "\n")
-        self.recipe.write_model_card(model, str(output_dir), metrics, self.args)
+        self.recipe.save_artifacts(model, str(output_dir), metrics, self.args)
         logger.info("Saved model, metrics and card to %s", output_dir)
 
 

@@ -7,7 +7,8 @@ from transformers.image_utils import PILImageResampling
 class BroJepaImageProcessor(PilBackend):
     r"""
     Turns PIL images, `(H, W, 1)` / `(1, H, W)` arrays or tensors of digits into the `pixel_values` BRo-JEPA expects:
-    one channel, 28x28, `(x / 255 - 0.1307) / 0.3081`. Colour images are converted to grey-scale first.
+    one channel, 28x28, `(x / 255 - 0.1307) / 0.3081`. Inputs must be grey-scale (the `modular-arithmetic` pipeline
+    converts colour images to grey before calling it).
     """
 
     resample = PILImageResampling.BILINEAR

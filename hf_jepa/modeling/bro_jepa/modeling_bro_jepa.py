@@ -75,18 +75,20 @@ def _conv_bn_relu(in_channels, out_channels):
 
 
 class BroJepaCnnEncoder(nn.Module):
-    """Stages of 3x3 conv + BN + ReLU with 2x max-pooling between them, global average pooling, linear projection."""
+    """Stages of 3x3 conv + BN + ReLU with 2x max-pooling between them, then a linear projection of the flattened
+    feature map (keeping where strokes are, which global pooling would discard)."""
 
     def __init__(self, config: BroJepaConfig):
         super().__init__()
-        layers, width = [], config.num_channels
+        layers, width, side = [], config.num_channels, config.image_size
         for index, channels in enumerate(config.cnn_channels):
             if index > 0:
                 layers.append(nn.MaxPool2d(2))
+                side //= 2
             layers += _conv_bn_relu(width, channels)
             width = channels
-        self.layers = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten())
-        self.projection = nn.Linear(width, config.latent_dim)
+        self.layers = nn.Sequential(*layers, nn.Flatten())
+        self.projection = nn.Linear(width * side * side, config.latent_dim)
 
     def forward(self, pixel_values):
         return self.projection(self.layers(pixel_values))
@@ -313,12 +315,22 @@ class BroJepaModel(BroJepaPreTrainedModel):
         return self
 
     @classmethod
-    def from_pretrained(cls, *args, **kwargs):
-        loaded = super().from_pretrained(*args, **kwargs)
-        model = loaded[0] if isinstance(loaded, tuple) else loaded
+    def from_pretrained(cls, *args, strict: bool = True, **kwargs):
+        """`PreTrainedModel.from_pretrained`, strict by default: weights missing from the checkpoint or left unused
+        raise `ValueError` instead of a warning (shape mismatches already raise). `strict=False` only warns."""
+        output_loading_info = kwargs.pop("output_loading_info", False)
+        model, loading_info = super().from_pretrained(*args, output_loading_info=True, **kwargs)
         # Loading marks every floating parameter trainable again; the EMA target must stay frozen.
         model.freeze_target_encoder()
-        return loaded
+        problems = {k: sorted(loading_info.get(k) or ()) for k in ("missing_keys", "unexpected_keys")}
+        if strict and any(problems.values()):
+            raise ValueError(
+                f"{cls.__name__}.from_pretrained: the checkpoint does not match the config "
+                f"(missing keys: {problems['missing_keys']}, unexpected keys: {problems['unexpected_keys']}); "
+                "config.json and model.safetensors disagree (e.g. a different encoder_type, predictor_type, "
+                "objective or learnable_angle). Pass strict=False to load anyway."
+            )
+        return (model, loading_info) if output_loading_info else model
 
     # ------------------------------------------------------------------ input checks
 

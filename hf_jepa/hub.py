@@ -1,0 +1,390 @@
+"""Hub integration: model cards rendered from Jinja templates, and uploading a saved model folder.
+
+Each family adds a ``render_<family>_card(config, metrics, ...)`` that builds its `ModelCardData` and template
+variables and calls the shared :func:`_render`. Templates live in the repository's ``model_cards/`` folder, packaged
+as ``hf_jepa.model_cards`` (see :func:`template_text`).
+
+Only the values actually given in ``metrics`` reach the card: a missing metric is left out (never filled with a
+default), and the paper's published figures are quoted as the paper's, in a separate section.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.resources
+import inspect
+import logging
+import math
+import os
+import re
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from huggingface_hub import EvalResult, ModelCard, ModelCardData
+
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "CARD_TAGS",
+    "DEFAULT_IGNORE_PATTERNS",
+    "MODEL_ID_PLACEHOLDER",
+    "bro_jepa_result_rows",
+    "config_fields",
+    "push_to_hub",
+    "render_bro_jepa_card",
+    "template_text",
+]
+
+LIBRARY_NAME = "hf-jepa"
+LICENSE = "apache-2.0"
+MNIST_DATASET_ID = "ylecun/mnist"
+CARD_TAGS = ["jepa", "bro-jepa", "modular-arithmetic", "self-supervised", "mnist"]
+# The usage snippet of a card rendered before the model has a Hub id shows this; `push_to_hub` replaces it.
+MODEL_ID_PLACEHOLDER = "path/to/hf-jepa-model"
+# Never uploaded: Accelerate `save_state` checkpoints and tracker logs of the run.
+DEFAULT_IGNORE_PATTERNS = ["checkpoints/*", "checkpoints/**", "logs/*", "logs/**", "runs/**", ".cache/**", "*.lock"]
+# TrainingArguments fields that describe housekeeping, not the training recipe: left out of the card.
+_TRAINING_HOUSEKEEPING = {
+    "output_dir", "logging_steps", "save_steps", "save_total_limit", "resume_from_checkpoint", "log_with",
+    "disable_progress_bar", "save_model",
+}
+_TEMPLATE_PACKAGE = "hf_jepa.model_cards"
+
+
+# ---------------------------------------------------------------------------------------------------- templates
+
+
+def _template_dirs() -> list[Path]:
+    """Fallback template folders: `<repo>/model_cards` next to the `hf_jepa` source folder (editable installs and
+    source checkouts), and `hf_jepa/model_cards` inside the package."""
+    package_dir = Path(__file__).resolve().parent
+    return [package_dir.parent / "model_cards", package_dir / "model_cards"]
+
+
+def template_text(name: str) -> str:
+    """The text of the card template `name` (e.g. ``"bro_jepa.md"``).
+
+    Looked up as a resource of the ``hf_jepa.model_cards`` package (wheel installs, where pyproject maps
+    ``model_cards/`` to it), else in the repository's ``model_cards/`` folder (editable installs, where setuptools'
+    editable finder does not expose a data folder without ``__init__.py``)."""
+    try:
+        candidate = importlib.resources.files(_TEMPLATE_PACKAGE).joinpath(name)
+        if candidate.is_file():
+            return candidate.read_text(encoding="utf-8")
+    except (ModuleNotFoundError, FileNotFoundError, NotADirectoryError, TypeError):
+        pass
+    for folder in _template_dirs():
+        if (folder / name).is_file():
+            return (folder / name).read_text(encoding="utf-8")
+    searched = [_TEMPLATE_PACKAGE] + [str(d) for d in _template_dirs()]
+    raise FileNotFoundError(f"model card template {name!r} not found (searched {searched})")
+
+
+def _render(template_name: str, card_data: ModelCardData, **variables: Any) -> ModelCard:
+    """Render `template_name` with `card_data` as YAML front matter and `variables` for the Jinja body.
+
+    Runs of blank lines left by Jinja blocks are collapsed so that tables and sections stay tidy."""
+    card = ModelCard.from_template(card_data, template_str=template_text(template_name), **variables)
+    text = re.sub(r"\n{3,}", "\n\n", str(card).strip() + "\n")
+    return ModelCard(text)
+
+
+# ---------------------------------------------------------------------------------------------------- formatting
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _percent(value: Any) -> str:
+    return f"{100.0 * value:.2f}%" if _is_number(value) else "n/a"
+
+
+def _format_value(value: Any) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_format_value(v) for v in value) + "]"
+    return str(value).replace("|", "\\|")
+
+
+def _as_dict(obj: Any) -> dict[str, Any]:
+    """A dataclass instance, a mapping or None as a plain dict."""
+    if obj is None:
+        return {}
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return dataclasses.asdict(obj)
+    if isinstance(obj, Mapping):
+        return dict(obj)
+    return dict(vars(obj))
+
+
+def config_fields(config_class) -> dict[str, Any]:
+    """A family config's own settings -> their defaults, in declaration order.
+
+    Works for both config styles of transformers 5: keyword `__init__` parameters and annotated dataclass fields.
+    `PretrainedConfig`'s generic fields (`dtype`, `id2label`, ...) are left out."""
+    from transformers import PretrainedConfig
+
+    base = {f.name for f in dataclasses.fields(PretrainedConfig)} if dataclasses.is_dataclass(PretrainedConfig) else set()
+    if issubclass(config_class, PretrainedConfig):
+        base |= set(inspect.signature(PretrainedConfig.__init__).parameters)
+    out: dict[str, Any] = {}
+    for p in inspect.signature(config_class.__init__).parameters.values():
+        if p.name != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and p.name not in base:
+            out[p.name] = None if p.default is inspect.Parameter.empty else p.default
+    if dataclasses.is_dataclass(config_class):
+        for f in dataclasses.fields(config_class):
+            if f.name not in base and f.name not in out:
+                if f.default is not dataclasses.MISSING:
+                    out[f.name] = f.default
+                elif f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+                    out[f.name] = f.default_factory()  # type: ignore[misc]
+                else:
+                    out[f.name] = None
+    return out
+
+
+def _config_rows(config) -> list[tuple[str, str]]:
+    """The family's own config fields, in declaration order."""
+    return [(name, _format_value(getattr(config, name))) for name in config_fields(type(config)) if hasattr(config, name)]
+
+
+def _per_operation(metrics: Mapping, key: str) -> dict[int, float]:
+    """Per-op accuracies with int keys (JSON round trips turn them into strings)."""
+    return {int(k): v for k, v in (metrics.get(key) or {}).items()}
+
+
+def _signed(k: int) -> str:
+    return f"+{k}" if k > 0 else str(k)
+
+
+def _data_is_mnist(metrics: Mapping, data_args: Mapping) -> bool:
+    """True when the data was MNIST (Hub or a local MNIST folder); False for the embedded digits or when unknown."""
+    source = metrics.get("data_source") or data_args.get("data")
+    if not source:
+        return False
+    return not any(word in str(source).lower() for word in ("embedded", "scikit"))
+
+
+def bro_jepa_result_rows(metrics: Mapping[str, Any], seen_operations: Iterable[int] = (-1, 1)) -> list[tuple[str, str]]:
+    """(name, formatted value) rows of the BRo-JEPA results present in `metrics` (also used by the CLI)."""
+    seen = sorted(seen_operations)
+    ops = sorted(_per_operation(metrics, "accuracy_per_operation"))
+    unseen = [k for k in ops if k not in seen and k != 0]
+    magnitudes = sorted({abs(k) for k in unseen})
+    if unseen and set(unseen) == {s * m for m in magnitudes for s in (-1, 1)} and magnitudes == list(
+        range(magnitudes[0], magnitudes[-1] + 1)
+    ):
+        unseen_text = f"±{magnitudes[0]}…±{magnitudes[-1]}"
+    else:
+        unseen_text = ", ".join(_signed(k) for k in unseen) or "none"
+    seen_text = ", ".join(_signed(k) for k in seen)
+    rows: list[tuple[str, str]] = []
+    for key, name in (
+        ("seen_accuracy", f"Seen-operation accuracy (k = {seen_text})"),
+        ("zero_shot_accuracy", f"Zero-shot accuracy, mean over {len(unseen)} unseen ops ({unseen_text})" if unseen
+         else "Zero-shot accuracy, unseen ops"),
+        ("rollout_accuracy", "Rollout accuracy, unseen ops (repeated ±1 steps)"),
+        ("rollout_seen_accuracy", "Rollout accuracy, seen ops"),
+    ):
+        if key in metrics and metrics[key] is not None:
+            rows.append((name, _percent(metrics[key])))
+    if _is_number(metrics.get("prototype_off_diagonal_cosine")):
+        rows.append(("Prototype off-diagonal cosine (lower = better separated)",
+                     f"{metrics['prototype_off_diagonal_cosine']:.4f}"))
+    if _is_number(metrics.get("train_time_s")):
+        steps = f" ({metrics['train_steps']} steps)" if metrics.get("train_steps") is not None else ""
+        rows.append(("Training time", f"{metrics['train_time_s']:.1f} s{steps}"))
+    if metrics.get("eval_images") is not None:
+        rows.append(("Test images evaluated", str(metrics["eval_images"])))
+    if metrics.get("data_source"):
+        rows.append(("Data source", _format_value(metrics["data_source"])))
+    if metrics.get("device"):
+        processes = metrics.get("num_processes")
+        suffix = f" × {processes} process{'es' if processes != 1 else ''}" if processes is not None else ""
+        rows.append(("Device", f"{metrics['device']}{suffix}"))
+    if metrics.get("hardware"):
+        rows.append(("Hardware", _format_value(metrics["hardware"])))
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------------- BRo-JEPA card
+
+
+def _bro_jepa_names(config) -> tuple[str, str, str]:
+    """(model-index name, title, one-line variant description) of a BRo-JEPA config."""
+    encoder = {"mlp": "MLP", "cnn": "CNN", "resnet18": "ResNet-18"}.get(config.encoder_type, config.encoder_type)
+    if config.objective == "supervised":
+        short = "supervised"
+        predictor = "supervised cross-entropy baseline"
+    elif config.predictor_type == "block_rotation":
+        short = "mfr" if config.rotation_frequencies == "multi" else "sfr"
+        angle = "learnable" if config.learnable_angle else "fixed"
+        predictor = f"{short.upper()} block-rotation predictor, {angle} angle"
+    else:
+        short = "additive"
+        predictor = "additive-embedding MLP predictor"
+    if config.objective != "supervised" and config.predictor_type == "additive_mlp" and config.composition_weight:
+        predictor += f" + composition-consistency loss (weight {config.composition_weight:g})"
+    model_name = f"bro-jepa-{short}-{config.encoder_type}"
+    title = f"BRo-JEPA ({predictor.split(',')[0]}, {encoder} encoder)"
+    objective = "JEPA objective (VICReg + EMA target encoder)" if config.objective == "jepa" else "supervised objective"
+    variant = f"{encoder} encoder, {config.latent_dim}-dim latent, {predictor}, {objective}"
+    return model_name, title, variant
+
+
+def _eval_results(metrics: Mapping, config, mnist: bool, model_name: str) -> list[EvalResult]:
+    if mnist:
+        dataset = dict(dataset_type=MNIST_DATASET_ID, dataset_name="MNIST", dataset_split="test")
+    else:
+        dataset = dict(dataset_type="sklearn-digits", dataset_name="scikit-learn digits (upscaled to 28x28)",
+                       dataset_split="test")
+    task = dict(task_type="modular-arithmetic", task_name=f"Modular arithmetic y = (x + k) mod {config.modulus}")
+    results = []
+    for key, config_name, name in (
+        ("zero_shot_accuracy", "zero_shot", "Zero-shot accuracy (unseen operations)"),
+        ("seen_accuracy", "seen_operations", "Seen-operation accuracy"),
+        ("rollout_accuracy", "rollout", "Rollout accuracy (unseen operations)"),
+    ):
+        value = metrics.get(key)
+        if _is_number(value):
+            results.append(EvalResult(**task, **dataset, metric_type="accuracy", metric_value=float(value),
+                                      metric_name=name, metric_config=config_name))
+    return results
+
+
+def render_bro_jepa_card(
+    config,
+    metrics: Mapping[str, Any] | None,
+    training_args: Any = None,
+    data_args: Any = None,
+    repo_id: str | None = None,
+) -> ModelCard:
+    """The model card of a BRo-JEPA checkpoint.
+
+    Args:
+        config: the `BroJepaConfig` of the model.
+        metrics: what `BroJepaRecipe.evaluate` and the trainer recorded (or `eval_results.json` loaded back); only
+            the keys present are shown and put in the `model-index`.
+        training_args / data_args: `TrainingArguments` / `BroJepaDataArguments` (dataclasses or dicts), optional.
+        repo_id: Hub id shown in the usage snippet; default :data:`MODEL_ID_PLACEHOLDER`, which `push_to_hub`
+            replaces with the real id.
+    """
+    from . import __version__
+
+    metrics = dict(metrics or {})
+    training = _as_dict(training_args)
+    data = _as_dict(data_args)
+    mnist = _data_is_mnist(metrics, data)
+    model_name, title, variant = _bro_jepa_names(config)
+
+    # With `auto_map` (modeling code saved next to the weights) plain transformers loads the checkpoint
+    # (`trust_remote_code=True`), so the Hub's transformers snippet works; otherwise it needs `import hf_jepa`.
+    remote_code = bool(getattr(config, "auto_map", None))
+    card_data = ModelCardData(
+        library_name="transformers" if remote_code else LIBRARY_NAME,
+        license=LICENSE,
+        tags=[*CARD_TAGS, LIBRARY_NAME],
+        datasets=[MNIST_DATASET_ID] if mnist else None,
+        metrics=["accuracy"],
+        model_name=model_name,
+        eval_results=_eval_results(metrics, config, mnist, model_name) or None,
+    )
+
+    training_rows = [(k, _format_value(v)) for k, v in training.items() if k not in _TRAINING_HOUSEKEEPING]
+    if training and metrics.get("num_processes") is not None:
+        effective = (training.get("per_device_batch_size") or 0) * (training.get("gradient_accumulation_steps") or 1)
+        training_rows.append(("effective batch size", str(effective * int(metrics["num_processes"]))))
+    data_rows = []
+    for key, value in data.items():
+        if key == "plot":
+            continue
+        if key == "data" and value is None:
+            value = "default ($HF_JEPA_MNIST, else Hub ylecun/mnist, else embedded digits)"
+        elif key in ("prototype_images", "eval_images") and value == 0:
+            value = "0 (all)"
+        data_rows.append((key, _format_value(value)))
+
+    direct = _per_operation(metrics, "accuracy_per_operation")
+    rolled = _per_operation(metrics, "rollout_accuracy_per_operation")
+    per_op_rows = [
+        (_signed(k) + (" *" if k in (-1, 1) else ""), _percent(direct.get(k)), _percent(rolled.get(k)))
+        for k in sorted(set(direct) | set(rolled))
+    ]
+    data_note = None
+    if not mnist and metrics.get("data_source"):
+        data_note = (f"Data: {metrics['data_source']}. This is not MNIST, so these numbers are not comparable with the "
+                     "paper's.")
+
+    return _render(
+        "bro_jepa.md",
+        card_data,
+        title=title,
+        variant=variant,
+        model_id=repo_id or MODEL_ID_PLACEHOLDER,
+        modulus=config.modulus,
+        pixel_mean=config.pixel_mean,
+        pixel_std=config.pixel_std,
+        config_rows=_config_rows(config),
+        training_rows=training_rows,
+        data_rows=data_rows,
+        result_rows=bro_jepa_result_rows(metrics),
+        per_op_rows=per_op_rows,
+        data_note=data_note,
+        data_is_mnist=mnist,
+        supervised=config.objective == "supervised",
+        remote_code=remote_code,
+        pca_plot=metrics.get("pca_plot"),
+        zero_shot_text=_percent(metrics["zero_shot_accuracy"]) if _is_number(metrics.get("zero_shot_accuracy")) else None,
+        rollout_text=_percent(metrics["rollout_accuracy"]) if _is_number(metrics.get("rollout_accuracy")) else None,
+        hf_jepa_version=__version__,
+    )
+
+
+# ---------------------------------------------------------------------------------------------------- upload
+
+
+def push_to_hub(
+    model_dir: str | os.PathLike,
+    repo_id: str,
+    token: str | None = None,
+    private: bool = False,
+    commit_message: str = "Upload hf-jepa model",
+    ignore_patterns: list[str] | None = None,
+) -> str:
+    """Upload a saved model folder (weights, config, card, image processor, figures, metrics) to `repo_id`.
+
+    Creates the repo if needed and uploads the folder in one commit with `huggingface_hub.upload_folder` (not
+    `PreTrainedModel.push_to_hub`, which would replace README.md with a default card). Accelerate checkpoints and
+    tracker logs are left out (`DEFAULT_IGNORE_PATTERNS`). When the folder's README.md still shows
+    `MODEL_ID_PLACEHOLDER` in its usage snippet, the placeholder is replaced by the repo id in the local README first,
+    so the local and the uploaded card stay identical. Returns the repo URL.
+    """
+    from huggingface_hub import create_repo, upload_folder
+
+    folder = Path(model_dir)
+    if not (folder / "config.json").is_file():
+        raise FileNotFoundError(f"{str(folder)!r} is not a saved model folder (no config.json)")
+    if not (folder / "README.md").is_file():
+        logger.warning("%s has no README.md: the repo will have no model card", folder)
+    repo_url = create_repo(repo_id, token=token, private=private, exist_ok=True, repo_type="model")
+    readme = folder / "README.md"
+    if readme.is_file():
+        text = readme.read_text(encoding="utf-8")
+        if MODEL_ID_PLACEHOLDER in text:
+            readme.write_text(text.replace(MODEL_ID_PLACEHOLDER, repo_url.repo_id), encoding="utf-8")
+    commit = upload_folder(
+        repo_id=repo_url.repo_id,
+        folder_path=str(folder),
+        token=token,
+        commit_message=commit_message,
+        ignore_patterns=DEFAULT_IGNORE_PATTERNS if ignore_patterns is None else ignore_patterns,
+    )
+    logger.info("Uploaded %s to %s (%s)", folder, repo_url.repo_id, commit.commit_url)
+    return str(repo_url)
