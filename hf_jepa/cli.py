@@ -51,6 +51,7 @@ class Family:
     reproduce: str | None = None  # reproduce(data=, output_dir=, quick=) -> list[dict]
     format_rows: str | None = None  # format_results_table(rows) -> str
     result_rows: str | None = None  # result_rows(metrics) -> [(name, value)] for the printed table
+    training_defaults: str | None = None  # dict of TrainingArguments values this family trains with by default
 
     def load_config_class(self):
         return _load(self.config_class)
@@ -82,6 +83,7 @@ FAMILIES: dict[str, Family] = {
         reproduce="hf_jepa.trainers.bro_jepa:reproduce_bro_jepa",
         format_rows="hf_jepa.trainers.bro_jepa:format_results_table",
         result_rows="hf_jepa.hub:bro_jepa_result_rows",
+        training_defaults="hf_jepa.trainers.bro_jepa:TRAINING_DEFAULTS",
     ),
 }
 
@@ -221,7 +223,8 @@ def build_train_setup(family_name: str, settings: Mapping[str, Any]) -> TrainSet
         routed[key] = target
     try:
         config = family.make_config(preset, **values["model"])
-        training_args = TrainingArguments(**values["train"])
+        defaults = _load(family.training_defaults) if family.training_defaults else {}
+        training_args = TrainingArguments(**{**defaults, **values["train"]})
         data_args = family.load_data_args_class()(**values["data"])
     except (TypeError, ValueError) as error:
         raise CliError(str(error)) from error

@@ -8,6 +8,13 @@ os.environ["HF_DATASETS_OFFLINE"] = "1"
 from pathlib import Path
 
 import pytest
+import torch
+
+
+# One intra-op thread unless told otherwise: the 2-core machine is shared, and oversubscribed OpenMP threads are far
+# slower than one thread each.
+if "OMP_NUM_THREADS" not in os.environ:
+    torch.set_num_threads(1)
 
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -24,9 +31,11 @@ def mnist_dir() -> Path | None:
 
 
 def _skip_reason() -> str:
+    configured = os.environ.get("HF_JEPA_MNIST")
+    where = f"$HF_JEPA_MNIST={configured!r}" if configured else str(SHARED_MNIST)
     return (
-        f"real MNIST not found (looked in $HF_JEPA_MNIST={os.environ.get('HF_JEPA_MNIST')!r} and {SHARED_MNIST}); "
-        "put train.parquet/test.parquet (ylecun/mnist layout) there or set HF_JEPA_MNIST"
+        f"real MNIST not found in {where}: put train.parquet + test.parquet (ylecun/mnist layout) there, "
+        "or point HF_JEPA_MNIST at a parquet/arrow/save_to_disk MNIST folder"
     )
 
 

@@ -80,7 +80,7 @@ def load_mnist(source: str | os.PathLike | None = None) -> DatasetDict:
     Sources, in order of preference: `source` (a local parquet/arrow folder or `save_to_disk` directory; or the
     keywords `"hub"` / `"embedded"`), the `HF_JEPA_MNIST` environment variable, the Hub dataset `ylecun/mnist` (unless
     `HF_HUB_OFFLINE`/`HF_DATASETS_OFFLINE` is set), then the embedded fallback (scikit-learn's real 8x8 digits
-    upscaled to 28x28, 1,437 train / 360 test images). The source used is logged and stored in
+    upscaled to 28x28, 1,438 train / 359 test images). The source used is logged and stored in
     `dataset_dict["train"].info.description`.
     """
     if source is None and os.environ.get(MNIST_ENV_VAR):

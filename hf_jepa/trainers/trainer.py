@@ -147,13 +147,23 @@ class JepaTrainer:
             automatic_checkpoint_naming=True,
             total_limit=args.save_total_limit,
         )
-        return Accelerator(
+        accelerator = Accelerator(
             cpu=args.cpu or None,
             mixed_precision=args.mixed_precision,
             gradient_accumulation_steps=args.gradient_accumulation_steps,
             log_with=args.log_with,
             project_config=project,
         )
+        # Automatic checkpoint naming restarts at checkpoint_0 in every process, so a resumed run (or a rerun in the
+        # same output_dir) would collide with its own earlier checkpoints: continue after the highest existing one.
+        existing = [
+            int(path.name.rsplit("_", 1)[1])
+            for path in (Path(args.output_dir) / "checkpoints").glob("checkpoint_*")
+            if path.is_dir() and path.name.rsplit("_", 1)[1].isdigit()
+        ]
+        if existing:
+            accelerator.project_configuration.iteration = max(existing) + 1
+        return accelerator
 
     def train(self) -> TrainResult:
         args, recipe = self.args, self.recipe
