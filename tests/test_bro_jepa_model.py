@@ -193,6 +193,22 @@ def test_composition_loss_zero_for_rotation_positive_for_additive():
     assert torch.allclose(out.loss, base + 2.0 * out.composition_loss)
 
 
+def test_composition_loss_matches_hand_computed_chain():
+    """mean over n = 2..9 of ||P(z, n k) - P(...P(P(z, k), k)..., k)||^2, written out step by step."""
+    model = tiny_model(predictor_type="additive_mlp")
+    latent = torch.randn(6, 16, generator=torch.Generator().manual_seed(3))
+    ops = torch.tensor([1, -1, 1, -1, 1, -1])
+    expected, rolled = [], latent
+    for n in range(1, 10):
+        rolled = model.predictor(rolled, ops)
+        if n >= 2:
+            expected.append(((model.predictor(latent, n * ops) - rolled) ** 2).mean())
+    assert torch.allclose(model.composition_loss(latent, ops), torch.stack(expected).mean())
+    # n = 2 alone is the issue's "applying +2 once must match applying +1 twice"
+    two = ((model.predictor(latent, 2 * ops) - model.predictor(model.predictor(latent, ops), ops)) ** 2).mean()
+    assert torch.allclose(expected[0], two)
+
+
 # --------------------------------------------------------------------------------------------------------- rollout
 
 

@@ -47,7 +47,8 @@ class BroJepaConfig(PretrainedConfig):
         initial_angle (`float`, *optional*): base angle `theta`; defaults to `2 * pi / modulus`.
         predictor_hidden_size (`int`, *optional*, defaults to 512): hidden width of the additive MLP predictor.
         composition_weight (`float`, *optional*, defaults to 0.0): weight of the composition-consistency loss
-            `||P(z, 2k) - P(P(z, k), k)||^2` (applying +2 once must match applying +1 twice).
+            `mean_n ||P(z, n k) - P^n(z, k)||^2`, `n = 2 .. modulus - 1` (applying +2 once must match applying +1
+            twice, and so on); see `BroJepaModel.composition_loss`.
         loss_type (`str`, *optional*, defaults to `"mse"`): latent prediction loss, `"mse"`, `"smooth_l1"` or
             `"cosine"` (`1 - cos`).
         invariance_weight, variance_weight, covariance_weight (`float`): VICReg coefficients (25, 25, 1 as in

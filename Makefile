@@ -1,0 +1,35 @@
+# Two entry points: `make demo` (set up + train/evaluate/save/reload BRo-JEPA) and `make test` (set up + test suite).
+# Each creates or reuses the virtualenv in .venv. PYTHON may point at another Python >= 3.10.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+OFFLINE := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
+
+.PHONY: setup demo test test-slow benchmark clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	# The CPU build of torch first: a plain `torch` requirement would pull a multi-GB CUDA build.
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet "torch==2.13.0"
+	$(PY) -m pip install --quiet -e ".[test]"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: $(STAMP)
+	$(OFFLINE) $(VENV)/bin/hf-jepa train bro-jepa --set data=embedded --output-dir outputs/demo
+	$(OFFLINE) $(PY) -m hf_jepa.demo_reload outputs/demo
+
+test: $(STAMP)
+	$(OFFLINE) $(PY) -m pytest -q
+
+test-slow: $(STAMP)
+	$(OFFLINE) $(PY) -m pytest -q -m slow
+
+benchmark: $(STAMP)
+	$(OFFLINE) $(PY) benchmarks/bench_bro_jepa.py
+
+clean:
+	rm -rf outputs build dist *.egg-info

@@ -1,0 +1,51 @@
+"""Reproduction runs of the paper's claims on real MNIST.
+
+The slow test (excluded from the default suite; `make test-slow`) trains the BRo-JEPA MFR row of `hf-jepa reproduce
+bro-jepa` with its default settings and checks the issue's target: >= 99.0% strict zero-shot mean over ops +-2..+-9,
+and the same for rollout. The default-suite test is a short run that must already generalise far above chance.
+"""
+
+import os
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["HF_DATASETS_OFFLINE"] = "1"
+
+import pytest
+import torch
+
+from hf_jepa.modeling.bro_jepa import BroJepaConfig
+from hf_jepa.trainers import JepaTrainer, TrainingArguments
+from hf_jepa.trainers.bro_jepa import TRAINING_DEFAULTS, BroJepaDataArguments, BroJepaRecipe, MnistSplits
+
+from conftest import mnist_dir, _skip_reason
+
+
+needs_mnist = pytest.mark.skipif(mnist_dir() is None, reason=_skip_reason())
+
+
+def _train(tmp_path, max_steps, **config_overrides):
+    torch.set_num_threads(os.cpu_count() or 1)
+    splits = MnistSplits(str(mnist_dir()))
+    recipe = BroJepaRecipe(BroJepaConfig.cpu_fast(**config_overrides), BroJepaDataArguments(plot=False), splits=splits)
+    settings = {**TRAINING_DEFAULTS, "max_steps": max_steps}
+    args = TrainingArguments(output_dir=str(tmp_path), save_model=False, disable_progress_bar=True, **settings)
+    return JepaTrainer(recipe, args).train().metrics
+
+
+@needs_mnist
+@pytest.mark.slow
+def test_mfr_reaches_99_percent_zero_shot_on_mnist(tmp_path):
+    metrics = _train(tmp_path, TRAINING_DEFAULTS["max_steps"], rotation_frequencies="multi")
+    assert metrics["zero_shot_accuracy"] >= 0.99, metrics
+    assert metrics["rollout_accuracy"] >= 0.99, metrics
+    assert min(metrics["accuracy_per_operation"].values()) >= 0.985, metrics
+
+
+@needs_mnist
+def test_short_mfr_run_generalises_zero_shot(tmp_path):
+    """300 steps on ops +-1 only: every unseen op is predicted far above chance (10%)."""
+    metrics = _train(tmp_path, 300, rotation_frequencies="multi")
+    assert metrics["seen_accuracy"] >= 0.90, metrics
+    assert metrics["zero_shot_accuracy"] >= 0.85, metrics
+    unseen = {k: v for k, v in metrics["accuracy_per_operation"].items() if abs(k) > 1}
+    assert min(unseen.values()) >= 0.70, unseen
