@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 demo: $(STAMP)
-	$(OFFLINE) $(VENV)/bin/hf-jepa train bro-jepa --set data=embedded --output-dir outputs/demo
+	$(OFFLINE) $(VENV)/bin/hf-jepa train bro-jepa --set data=embedded max_steps=600 --output-dir outputs/demo
 	$(OFFLINE) $(PY) -m hf_jepa.demo_reload outputs/demo
 
 test: $(STAMP)

@@ -2,7 +2,7 @@
 
     hf-jepa train bro-jepa [--config FILE.yaml] [--set key=value ...] --output-dir DIR
     hf-jepa eval DIR [--data PATH] [--json]
-    hf-jepa reproduce bro-jepa [--data PATH] [--output-dir DIR] [--quick]
+    hf-jepa reproduce bro-jepa [--data PATH] [--output-dir DIR] [--quick] [--variant NAME ...]
     hf-jepa push DIR REPO_ID [--private]
 
 Settings (YAML keys and ``--set`` names) are routed by name to the family's model config, the shared
@@ -379,7 +379,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             f"the {family.name} reproduction is not available in this version of hf-jepa "
             f"({family.reproduce} / {family.format_rows}: {error})"
         ) from error
-    rows = reproduce(data=args.data, output_dir=args.output_dir, quick=args.quick)
+    extra = {"variants": args.variant} if args.variant else {}
+    rows = reproduce(data=args.data, output_dir=args.output_dir, quick=args.quick, **extra)
     print(format_table(rows) if format_table else json.dumps(rows, indent=2, default=_json_default))
     return 0
 
@@ -424,6 +425,8 @@ def build_parser() -> argparse.ArgumentParser:
     reproduce.add_argument("--data", help="data source: a local folder, 'hub' or 'embedded'")
     reproduce.add_argument("--output-dir", help="where each run is saved")
     reproduce.add_argument("--quick", action="store_true", help="short runs (smoke test of the whole table)")
+    reproduce.add_argument("--variant", action="append", metavar="NAME",
+                           help="rerun only this row (repeatable); the other rows of the saved table are kept")
     reproduce.set_defaults(handler=cmd_reproduce)
 
     push = sub.add_parser("push", help="upload a saved model folder to the Hugging Face Hub")

@@ -118,7 +118,8 @@ REPRODUCTION_VARIANTS = [
     ("Supervised ResNet-18", dict(encoder_type="resnet18", resnet_base_width=16, objective="supervised",
                                   predictor_type="additive_mlp"), 300),
     ("Additive JEPA", dict(predictor_type="additive_mlp"), 1000),
-    ("Additive JEPA + composition loss", dict(predictor_type="additive_mlp", composition_weight=1.0), 1000),
+    # Weighted like the invariance term (25): both are latent prediction errors of the same scale.
+    ("Additive JEPA + composition loss", dict(predictor_type="additive_mlp", composition_weight=25.0), 1000),
     ("BRo-JEPA SFR, fixed angle", dict(rotation_frequencies="single"), 1500),
     ("BRo-JEPA SFR, learnable angle", dict(rotation_frequencies="single", learnable_angle=True), 1500),
     ("BRo-JEPA MFR, fixed angle", dict(rotation_frequencies="multi"), 1500),
@@ -133,7 +134,7 @@ TRAINING_DEFAULTS = dict(max_steps=1500, per_device_batch_size=256, learning_rat
 
 def reproduce_bro_jepa(
     data: str | None = None,
-    output_dir: str = "outputs/reproduce-bro-jepa",
+    output_dir: str | None = None,
     quick: bool = False,
     variants: list[str] | None = None,
     steps: int | None = None,
@@ -144,11 +145,13 @@ def reproduce_bro_jepa(
     Returns one row per variant: name, seen-op accuracy, zero-shot mean over +-2..+-9, rollout accuracy, prototype
     off-diagonal cosine, training time and steps. `quick=True` trains 20 steps per row (a smoke run, not a result).
     Each model is saved under `output_dir/<slug>` with its card and PCA plot; the table goes to `results.md/json`.
+    With `variants`, only those rows are retrained and the other rows of an existing `results.json` are kept.
     """
     import json
 
     from .trainer import JepaTrainer, TrainingArguments
 
+    output_dir = output_dir or "outputs/reproduce-bro-jepa"
     splits = MnistSplits(data)
     chosen = [v for v in REPRODUCTION_VARIANTS if variants is None or v[0] in variants]
     if variants is not None and len(chosen) != len(variants):
@@ -178,7 +181,13 @@ def reproduce_bro_jepa(
             }
         )
     Path(output_dir).mkdir(parents=True, exist_ok=True)
-    (Path(output_dir) / "results.json").write_text(json.dumps(rows, indent=2))
+    results_path = Path(output_dir) / "results.json"
+    if variants is not None and results_path.exists():
+        fresh = {row["variant"]: row for row in rows}
+        kept = {row["variant"]: row for row in json.loads(results_path.read_text()) if row["variant"] not in fresh}
+        merged = {**kept, **fresh}
+        rows = [merged[name] for name, _, _ in REPRODUCTION_VARIANTS if name in merged]
+    results_path.write_text(json.dumps(rows, indent=2))
     (Path(output_dir) / "results.md").write_text(format_results_table(rows) + "\n")
     return rows
 
