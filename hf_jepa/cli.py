@@ -115,18 +115,6 @@ def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
     return overrides
 
 
-def _dataclass_fields(cls) -> dict[str, Any]:
-    out = {}
-    for f in dataclasses.fields(cls):
-        if f.default is not dataclasses.MISSING:
-            out[f.name] = f.default
-        elif f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
-            out[f.name] = f.default_factory()  # type: ignore[misc]
-        else:
-            out[f.name] = None
-    return out
-
-
 def _annotations(cls) -> dict[str, str]:
     """Field name -> annotation text, from `__init__` parameters and dataclass fields."""
     out: dict[str, str] = {}
@@ -184,7 +172,7 @@ def build_train_setup(family_name: str, settings: Mapping[str, Any]) -> TrainSet
 
     Raises `CliError` for an unknown family, preset or key (the message lists the valid keys) and for a key that two
     targets share without a ``model.``/``train.``/``data.`` prefix."""
-    from .hub import config_fields
+    from .hub import config_fields, dataclass_defaults
     from .trainers.trainer import TrainingArguments
 
     if family_name not in FAMILIES:
@@ -192,8 +180,8 @@ def build_train_setup(family_name: str, settings: Mapping[str, Any]) -> TrainSet
     family = FAMILIES[family_name]
     targets = {
         "model": config_fields(family.load_config_class()),
-        "train": _dataclass_fields(TrainingArguments),
-        "data": _dataclass_fields(family.load_data_args_class()),
+        "train": dataclass_defaults(TrainingArguments),
+        "data": dataclass_defaults(family.load_data_args_class()),
     }
     annotations = {
         "model": _annotations(family.load_config_class()),
@@ -348,12 +336,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
     import hf_jepa  # noqa: F401  (registers the configs and models with the Auto classes)
     from transformers import AutoModel
 
+    from .hub import dataclass_defaults
+
     if not Path(args.model_dir, "config.json").is_file():
         raise CliError(f"{args.model_dir!r} is not a saved model folder (no config.json)")
     model = AutoModel.from_pretrained(args.model_dir)
     model.eval()
     family = _family_of_model_type(model.config.model_type)
-    data_fields = _dataclass_fields(family.load_data_args_class())
+    data_fields = dataclass_defaults(family.load_data_args_class())
     data_kwargs = {"data": args.data} if "data" in data_fields else {}
     if args.eval_images is not None and "eval_images" in data_fields:
         data_kwargs["eval_images"] = args.eval_images

@@ -139,14 +139,22 @@ def config_fields(config_class) -> dict[str, Any]:
         if p.name != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and p.name not in base:
             out[p.name] = None if p.default is inspect.Parameter.empty else p.default
     if dataclasses.is_dataclass(config_class):
-        for f in dataclasses.fields(config_class):
-            if f.name not in base and f.name not in out:
-                if f.default is not dataclasses.MISSING:
-                    out[f.name] = f.default
-                elif f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
-                    out[f.name] = f.default_factory()  # type: ignore[misc]
-                else:
-                    out[f.name] = None
+        for name, default in dataclass_defaults(config_class).items():
+            if name not in base and name not in out:
+                out[name] = default
+    return out
+
+
+def dataclass_defaults(cls) -> dict[str, Any]:
+    """Each field of a dataclass -> its default (`None` when it has none)."""
+    out = {}
+    for f in dataclasses.fields(cls):
+        if f.default is not dataclasses.MISSING:
+            out[f.name] = f.default
+        elif f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+            out[f.name] = f.default_factory()  # type: ignore[misc]
+        else:
+            out[f.name] = None
     return out
 
 

@@ -6,14 +6,11 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 
 import json
-import site
-import subprocess
-import sys
-import textwrap
 
 import numpy as np
 import pytest
 import torch
+from conftest import run_without_hf_jepa
 from transformers import AutoImageProcessor, AutoModel, pipeline
 
 from hf_jepa import BroJepaConfig, BroJepaImageProcessor, BroJepaModel
@@ -104,14 +101,6 @@ def test_pipeline_from_hub(pushed, online):
 
 
 REMOTE_CODE = """
-import sys
-sys.path.extend({site_dirs!r})
-try:
-    import hf_jepa
-except ImportError:
-    pass
-else:
-    raise SystemExit("hf_jepa is importable in the subprocess: " + hf_jepa.__file__)
 from transformers import AutoImageProcessor, AutoModel
 
 model = AutoModel.from_pretrained({repo_id!r}, trust_remote_code=True)
@@ -126,16 +115,8 @@ print("ok")
 
 
 def test_trust_remote_code_from_hub_without_hf_jepa(hub, pushed, tmp_path):
-    code = REMOTE_CODE.format(
-        site_dirs=list(site.getsitepackages()), repo_id=REPO_ID, result=str(tmp_path / "state.safetensors")
-    )
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(hub.env(tmp_path / "sub-cache"))
-    env["HF_MODULES_CACHE"] = str(tmp_path / "hf-modules")
-    out = subprocess.run(
-        [sys.executable, "-I", "-S", "-c", textwrap.dedent(code)],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
-    )
+    code = REMOTE_CODE.format(repo_id=REPO_ID, result=str(tmp_path / "state.safetensors"))
+    out = run_without_hf_jepa(code, cwd=tmp_path, extra_env=hub.env(tmp_path / "sub-cache"))
     assert out.returncode == 0, out.stdout + out.stderr
     from safetensors.torch import load_file
 

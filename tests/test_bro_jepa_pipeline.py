@@ -7,14 +7,11 @@ os.environ["HF_DATASETS_OFFLINE"] = "1"
 
 import json
 import shutil
-import site
-import subprocess
-import sys
-import textwrap
 
 import numpy as np
 import pytest
 import torch
+from conftest import run_without_hf_jepa
 from PIL import Image
 from transformers import pipeline
 
@@ -236,14 +233,6 @@ def test_local_directory_without_image_processor(model, pipe, images, tmp_path):
 
 
 REMOTE_CODE = """
-import sys
-sys.path.extend({site_dirs!r})
-try:
-    import hf_jepa
-except ImportError:
-    pass
-else:
-    raise SystemExit("hf_jepa is importable in the subprocess: " + hf_jepa.__file__)
 import json
 import numpy as np
 from transformers import pipeline
@@ -277,18 +266,12 @@ def test_pipe_save_pretrained_and_trust_remote_code(pipe, model, images, tmp_pat
     operations = [1, -2, 3, 0, 9]
     np.save(tmp_path / "images.npy", images[:5])
     code = REMOTE_CODE.format(
-        site_dirs=list(site.getsitepackages()),
         directory=str(directory),
         bare_directory=str(bare_directory),
         images=str(tmp_path / "images.npy"),
         operations=operations,
     )
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update({"HF_MODULES_CACHE": str(tmp_path / "hf-modules"), "HF_HUB_OFFLINE": "1"})
-    out = subprocess.run(
-        [sys.executable, "-I", "-S", "-c", textwrap.dedent(code)],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
-    )
+    out = run_without_hf_jepa(code, cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
     remote = json.loads(out.stdout.strip().splitlines()[-1])
     assert remote["task"] == TASK

@@ -6,20 +6,15 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 
 import json
-import site
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 import torch
+from conftest import run_without_hf_jepa
 from transformers import AutoConfig, AutoImageProcessor, AutoModel
 
 from hf_jepa import BroJepaConfig, BroJepaImageProcessor, BroJepaModel
 
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
 
 VARIANTS = {
     "jepa": {},
@@ -163,16 +158,6 @@ def test_truncated_safetensors_raises(tmp_path, keep):
 # ------------------------------------------------------------------------------------------- trust_remote_code export
 
 SUBPROCESS_CODE = """
-import sys
-sys.path.extend({site_dirs!r})
-assert {repo!r} not in [p.rstrip("/") for p in sys.path] and "" not in sys.path, sys.path
-try:
-    import hf_jepa
-except ImportError:
-    pass
-else:
-    raise SystemExit("hf_jepa is importable in the subprocess: " + hf_jepa.__file__)
-
 import torch
 from transformers import AutoConfig, AutoImageProcessor, AutoModel
 
@@ -201,23 +186,6 @@ print("ok")
 """
 
 
-def run_without_hf_jepa(code: str, cwd: Path, extra_env: dict | None = None) -> subprocess.CompletedProcess:
-    """`python -I -S`: no PYTHON* variables, no cwd on sys.path and no site-packages .pth files (so neither the
-    editable install nor the repo is importable); the venv's site-packages are added back by hand."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    # Same thread count as this process, so CPU kernels reduce in the same order and outputs are bit-equal.
-    env.update({"HF_MODULES_CACHE": str(cwd / "hf-modules"), "HF_HUB_OFFLINE": "1"})
-    env["OMP_NUM_THREADS"] = str(torch.get_num_threads())
-    env.update(extra_env or {})
-    return subprocess.run(
-        [sys.executable, "-I", "-S", "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
-    )
-
-
-def site_dirs() -> list[str]:
-    return list(site.getsitepackages())
-
-
 def test_trust_remote_code_export_without_hf_jepa(tmp_path):
     model = make_model()
     export = tmp_path / "export"
@@ -243,13 +211,11 @@ def test_trust_remote_code_export_without_hf_jepa(tmp_path):
     torch.save({"raw": raw, "pixel_values": pixel_values, "operations": operations}, tmp_path / "inputs.pt")
 
     code = SUBPROCESS_CODE.format(
-        site_dirs=site_dirs(),
-        repo=str(REPO_ROOT),
         export=str(export),
         inputs=str(tmp_path / "inputs.pt"),
         result=str(tmp_path / "result.pt"),
     )
-    out = run_without_hf_jepa(textwrap.dedent(code), tmp_path)
+    out = run_without_hf_jepa(code, cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
     result = torch.load(tmp_path / "result.pt")
     assert all(m.startswith("transformers_modules.") for m in result["modules"]), result["modules"]

@@ -90,27 +90,37 @@ def pca_project(points: torch.Tensor, basis_from: torch.Tensor | None = None, co
     return (points.float() - mean) @ v[:components].T
 
 
-def plot_latent_pca(prototypes, latents, labels, path, title: str = "BRo-JEPA latent space (PCA)") -> str:
-    """Save a PNG of test latents and class prototypes on the first two principal components of the latents."""
+def plot_latent_pca(prototypes, latents, labels, path, title: str = "BRo-JEPA latent space",
+                    rotation_block: int | None = None) -> str:
+    """Save a PNG of test latents and class prototypes: on the first two principal components of the latents, and,
+    with `rotation_block`, also in the 2-D plane of that rotation block (where a block-rotation model puts the
+    classes on a circle in order)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    latents, prototypes = latents.float().cpu(), prototypes.float().cpu()
-    projected = pca_project(latents)
-    projected_prototypes = pca_project(prototypes, basis_from=latents)
-    figure, axis = plt.subplots(figsize=(5.5, 5))
-    scatter = axis.scatter(projected[:, 0], projected[:, 1], c=labels.cpu(), cmap="tab10", s=3, alpha=0.35)
-    axis.plot(*projected_prototypes[list(range(len(prototypes))) + [0]].T, color="black", lw=1, alpha=0.6)
-    for digit, (x, y) in enumerate(projected_prototypes.tolist()):
-        axis.annotate(str(digit), (x, y), fontsize=12, weight="bold", ha="center", va="center",
-                      bbox=dict(boxstyle="circle,pad=0.2", fc="white", ec="black"))
-    axis.set_title(title)
-    axis.set_xlabel("PC 1")
-    axis.set_ylabel("PC 2")
-    figure.colorbar(scatter, ax=axis, label="digit")
-    figure.tight_layout()
+    latents, prototypes, labels = latents.float().cpu(), prototypes.float().cpu(), labels.cpu()
+    panels = [("PCA of the latent", pca_project(latents), pca_project(prototypes, basis_from=latents), "PC")]
+    if rotation_block is not None:
+        pair = slice(2 * rotation_block, 2 * rotation_block + 2)
+        panels.append((f"rotation block {rotation_block} (dims {2 * rotation_block}, {2 * rotation_block + 1})",
+                       latents[:, pair], prototypes[:, pair], "z"))
+    figure, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 5), squeeze=False)
+    order = list(range(len(prototypes))) + [0]
+    for axis, (name, points, centres, prefix) in zip(axes[0], panels):
+        scatter = axis.scatter(points[:, 0], points[:, 1], c=labels, cmap="tab10", s=3, alpha=0.35, vmin=0, vmax=9)
+        axis.plot(*centres[order].T, color="black", lw=1, alpha=0.6)
+        for digit, (x, y) in enumerate(centres.tolist()):
+            axis.annotate(str(digit), (x, y), fontsize=11, weight="bold", ha="center", va="center",
+                          bbox=dict(boxstyle="circle,pad=0.2", fc="white", ec="black"))
+        axis.set_title(name)
+        axis.set_xlabel(f"{prefix} 1")
+        axis.set_ylabel(f"{prefix} 2")
+        if prefix == "z":
+            axis.set_aspect("equal", adjustable="datalim")
+    figure.colorbar(scatter, ax=axes[0].tolist(), label="digit")
+    figure.suptitle(title)
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=110)
     plt.close(figure)

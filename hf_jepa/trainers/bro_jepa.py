@@ -31,6 +31,18 @@ class BroJepaDataArguments:
         return {f.name for f in fields(cls)}
 
 
+def _first_harmonic_block(model: BroJepaModel) -> int | None:
+    """The rotation block turning at the base angle whose prototypes spread most (the clearest circle), if any."""
+    if model.config.predictor_type != "block_rotation":
+        return None
+    angles = model.predictor.angles.detach().float().cpu()
+    candidates = torch.arange(model.config.num_blocks) if angles.numel() == 1 else torch.nonzero(
+        (angles - angles.min()).abs() < 1e-3 * angles.abs().max().clamp_min(1e-8)).flatten()
+    pairs = model.class_prototypes.float().cpu().reshape(model.config.modulus, -1, 2)
+    spread = pairs.var(0).sum(-1)[candidates]
+    return int(candidates[spread.argmax()])
+
+
 class MnistSplits:
     """MNIST decoded once into uint8 tensors (train/test), shared by several runs of a reproduction."""
 
@@ -95,7 +107,8 @@ class BroJepaRecipe:
             with torch.no_grad():
                 latents = model.encode(pixels[:2000], use_target_encoder=True)
             metrics["pca_plot"] = Path(
-                plot_latent_pca(model.class_prototypes, latents, labels[:2000], Path(output_dir) / "latent_pca.png")
+                plot_latent_pca(model.class_prototypes, latents, labels[:2000], Path(output_dir) / "latent_pca.png",
+                                rotation_block=_first_harmonic_block(model))
             ).name
         return metrics
 
