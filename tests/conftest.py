@@ -101,19 +101,20 @@ def mnist_dataset(mnist_path):
     return load_mnist(str(mnist_path))
 
 
+def _decoded(dataset_dict) -> dict:
+    """Both splits decoded once: uint8 images (N, 28, 28) and int64 labels."""
+    from hf_jepa.data import images_to_tensor
+
+    train_images, train_labels = images_to_tensor(dataset_dict["train"])
+    test_images, test_labels = images_to_tensor(dataset_dict["test"])
+    return {"train_images": train_images, "train_labels": train_labels,
+            "test_images": test_images, "test_labels": test_labels}
+
+
 @pytest.fixture(scope="session")
 def mnist_tensors(mnist_dataset) -> dict:
     """Real MNIST decoded once: uint8 images (N, 28, 28) and int64 labels for both splits."""
-    from hf_jepa.data import images_to_tensor
-
-    train_images, train_labels = images_to_tensor(mnist_dataset["train"])
-    test_images, test_labels = images_to_tensor(mnist_dataset["test"])
-    return {
-        "train_images": train_images,
-        "train_labels": train_labels,
-        "test_images": test_images,
-        "test_labels": test_labels,
-    }
+    return _decoded(mnist_dataset)
 
 
 @pytest.fixture(scope="session")
@@ -125,16 +126,7 @@ def embedded_dataset():
 
 @pytest.fixture(scope="session")
 def embedded_tensors(embedded_dataset) -> dict:
-    from hf_jepa.data import images_to_tensor
-
-    train_images, train_labels = images_to_tensor(embedded_dataset["train"])
-    test_images, test_labels = images_to_tensor(embedded_dataset["test"])
-    return {
-        "train_images": train_images,
-        "train_labels": train_labels,
-        "test_images": test_images,
-        "test_labels": test_labels,
-    }
+    return _decoded(embedded_dataset)
 
 
 @pytest.fixture(scope="session")

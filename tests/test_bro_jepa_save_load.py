@@ -165,7 +165,7 @@ export = {export!r}
 config = AutoConfig.from_pretrained(export, trust_remote_code=True)
 model = AutoModel.from_pretrained(export, trust_remote_code=True)
 processor = AutoImageProcessor.from_pretrained(export, trust_remote_code=True)
-inputs = torch.load({inputs!r})
+inputs = torch.load({inputs!r}, weights_only=True)
 with torch.no_grad():
     out = model(inputs["pixel_values"], inputs["operations"])
 processed = processor(images=list(inputs["raw"]), return_tensors="pt")["pixel_values"]
@@ -217,7 +217,7 @@ def test_trust_remote_code_export_without_hf_jepa(tmp_path):
     )
     out = run_without_hf_jepa(code, cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
-    result = torch.load(tmp_path / "result.pt")
+    result = torch.load(tmp_path / "result.pt", weights_only=True)
     assert all(m.startswith("transformers_modules.") for m in result["modules"]), result["modules"]
     assert result["target_frozen"] and not result["target_training"]
     assert_state_dicts_equal(model.state_dict(), result["state_dict"])
