@@ -342,3 +342,17 @@ def test_two_process_training_keeps_ranks_identical(embedded_splits, tmp_path):
     # BatchNorm running statistics are per rank by design (DDP broadcasts rank 0's at each forward; the last forward's
     # update is local); only rank 0 fills the class prototypes and saves the model.
     assert states[0]["class_prototypes"].abs().sum() > 0
+
+
+def test_tensorboard_tracker_logs_the_losses(embedded_splits, tmp_path):
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    train(embedded_splits, tmp_path, max_steps=4, logging_steps=2, log_with="tensorboard")
+    event_files = list((tmp_path / "logs").rglob("events.out.tfevents.*"))
+    assert event_files, list(tmp_path.rglob("*"))
+    events = EventAccumulator(str(event_files[0].parent))
+    events.Reload()
+    steps = [event.step for event in events.Scalars("loss")]
+    assert steps == [2, 4]
+    assert {"prediction_loss", "variance_loss", "lr", "ema_momentum"} <= set(events.Tags()["scalars"])
