@@ -1,7 +1,7 @@
 """BRo-JEPA recipe: MNIST modular arithmetic for the shared trainer, its evaluation and its model card."""
 
 import logging
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +25,6 @@ class BroJepaDataArguments:
     prototype_images: int = 0
     eval_images: int = 0
     plot: bool = True
-
-    @classmethod
-    def field_names(cls) -> set[str]:
-        return {f.name for f in fields(cls)}
 
 
 def _first_harmonic_block(model: BroJepaModel) -> int | None:

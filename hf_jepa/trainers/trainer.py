@@ -9,7 +9,7 @@ import json
 import logging
 import os
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -62,10 +62,6 @@ class TrainingArguments:
             raise ValueError(f"mixed_precision must be 'no', 'bf16' or 'fp16', got {self.mixed_precision!r}")
         if self.warmup_steps < 0 or self.learning_rate <= 0:
             raise ValueError("warmup_steps must be >= 0 and learning_rate > 0")
-
-    @classmethod
-    def field_names(cls) -> set[str]:
-        return {f.name for f in fields(cls)}
 
 
 class Recipe(Protocol):
