@@ -90,13 +90,17 @@ class ModularArithmeticTask:
         offsets = (torch.rand(classes.shape, generator=generator) * self._class_counts[classes]).long()
         return self._by_class[self._class_offsets[classes] + offsets]
 
+    def _draw(self, size: int, generator: torch.Generator):
+        """Indices of `size` context images, their ops, the target classes and indices of the target images."""
+        index = torch.randint(0, len(self), (size,), generator=generator)
+        operations = self._operations[torch.randint(0, len(self._operations), (size,), generator=generator)]
+        target_labels = (self.labels[index] + operations) % self.modulus
+        return index, operations, target_labels, self.random_image_of_class(target_labels, generator)
+
     def sample_batch(self, batch_size: int, step: int = 0, rank: int = 0) -> dict[str, torch.Tensor]:
         """A batch as model inputs: `pixel_values`, `operations`, `target_pixel_values`, `labels` (target classes)."""
         generator = self._generator(step, rank)
-        index = torch.randint(0, len(self), (batch_size,), generator=generator)
-        operations = self._operations[torch.randint(0, len(self._operations), (batch_size,), generator=generator)]
-        target_labels = (self.labels[index] + operations) % self.modulus
-        target_index = self.random_image_of_class(target_labels, generator)
+        index, operations, target_labels, target_index = self._draw(batch_size, generator)
         context, target = self.images[index], self.images[target_index]
         if self.max_shift:
             context = random_shift(context, self.max_shift, generator)
@@ -115,14 +119,11 @@ class ModularArithmeticTask:
 
         columns = {"image": [], "operation": [], "target_image": [], "label": []}
         for step, start in enumerate(range(0, num_samples, batch_size)):
-            generator = self._generator(step, 0)
             size = min(batch_size, num_samples - start)
-            index = torch.randint(0, len(self), (size,), generator=generator)
-            ops = self._operations[torch.randint(0, len(self._operations), (size,), generator=generator)]
-            target_labels = (self.labels[index] + ops) % self.modulus
+            index, operations, target_labels, target_index = self._draw(size, self._generator(step, 0))
             columns["image"].append(self.images[index].numpy())
-            columns["operation"].append(ops.numpy())
-            columns["target_image"].append(self.images[self.random_image_of_class(target_labels, generator)].numpy())
+            columns["operation"].append(operations.numpy())
+            columns["target_image"].append(self.images[target_index].numpy())
             columns["label"].append(target_labels.numpy())
         data = {key: np.concatenate(value) for key, value in columns.items()}
         height, width = self.images.shape[1:]

@@ -135,8 +135,8 @@ REPRODUCTION_VARIANTS = [
     ("BRo-JEPA MFR, learnable angle", dict(rotation_frequencies="multi", learnable_angle=True), 1500),
 ]
 
-# Training settings shared by every row, and the defaults of `hf-jepa train bro-jepa` (bf16 autocast is ~1.6x faster
-# on this CPU's AMX units; losses, EMA and prototypes stay in fp32).
+# Training settings shared by every row, and the defaults of `hf-jepa train bro-jepa` (bf16 autocast trains ~1.8x faster
+# on this CPU, see `make benchmark`; losses, EMA and prototypes stay in fp32).
 TRAINING_DEFAULTS = dict(max_steps=1500, per_device_batch_size=256, learning_rate=2e-3, weight_decay=0.05,
                          warmup_steps=50, mixed_precision="bf16")
 
