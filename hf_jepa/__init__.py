@@ -6,6 +6,7 @@ Importing the package registers every config and model with the transformers Aut
 from transformers import AutoConfig, AutoImageProcessor, AutoModel
 
 from .modeling.bro_jepa import BroJepaConfig, BroJepaImageProcessor, BroJepaModel, BroJepaOutput
+from .modeling.epm_jepa import EpmJepaConfig, EpmJepaModel, EpmJepaOutput
 
 
 __version__ = "0.1.0"
@@ -13,6 +14,8 @@ __version__ = "0.1.0"
 AutoConfig.register(BroJepaConfig.model_type, BroJepaConfig, exist_ok=True)
 AutoModel.register(BroJepaConfig, BroJepaModel, exist_ok=True)
 AutoImageProcessor.register(BroJepaConfig, image_processor_classes={"pil": BroJepaImageProcessor}, exist_ok=True)
+AutoConfig.register(EpmJepaConfig.model_type, EpmJepaConfig, exist_ok=True)
+AutoModel.register(EpmJepaConfig, EpmJepaModel, exist_ok=True)
 
 # trust_remote_code export: `save_pretrained` / `push_to_hub` copy the self-contained modeling folder's files next to
 # the weights and write `auto_map`, so a saved directory or Hub repo loads with `AutoModel.from_pretrained(path,
@@ -21,8 +24,19 @@ AutoImageProcessor.register(BroJepaConfig, image_processor_classes={"pil": BroJe
 BroJepaConfig.register_for_auto_class()
 BroJepaModel.register_for_auto_class("AutoModel")
 BroJepaImageProcessor.register_for_auto_class("AutoImageProcessor")
+EpmJepaConfig.register_for_auto_class()
+EpmJepaModel.register_for_auto_class("AutoModel")
 
 from . import pipelines  # noqa: E402,F401  (registers the pipeline tasks)
 
 
-__all__ = ["BroJepaConfig", "BroJepaImageProcessor", "BroJepaModel", "BroJepaOutput", "__version__"]
+__all__ = [
+    "BroJepaConfig",
+    "BroJepaImageProcessor",
+    "BroJepaModel",
+    "BroJepaOutput",
+    "EpmJepaConfig",
+    "EpmJepaModel",
+    "EpmJepaOutput",
+    "__version__",
+]

@@ -8,17 +8,29 @@ from .modular_arithmetic import (
     random_shift,
     unseen_operations,
 )
+from .moving_mnist import (
+    SHIFT_GRAVITY,
+    TRAIN_GRAVITY,
+    MovingMnist,
+    render_frames,
+    simulate_trajectories,
+)
 
 
 __all__ = [
     "MNIST_HUB_ID",
+    "SHIFT_GRAVITY",
+    "TRAIN_GRAVITY",
     "TRAIN_OPERATIONS",
     "ModularArithmeticTask",
+    "MovingMnist",
     "embedded_digits",
     "images_to_tensor",
     "load_mnist",
     "mnist_source_description",
     "normalize_images",
     "random_shift",
+    "render_frames",
+    "simulate_trajectories",
     "unseen_operations",
 ]

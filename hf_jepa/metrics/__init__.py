@@ -11,6 +11,13 @@ from .modular_arithmetic import (
     prototype_off_diagonal_cosine,
     summarize_operation_accuracies,
 )
+from .world_model import (
+    SIGMA_EMBED_SAFETY_THRESHOLD,
+    evaluate_world_model,
+    normalized_prediction_error,
+    parameter_drift,
+    plot_world_model_diagnostics,
+)
 
 
 EVALUATE_MODULES_DIR = Path(__file__).parent / "evaluate_modules"
@@ -33,6 +40,11 @@ def load_metric(name: str, **kwargs):
 
 
 __all__ = [
+    "SIGMA_EMBED_SAFETY_THRESHOLD",
+    "evaluate_world_model",
+    "normalized_prediction_error",
+    "parameter_drift",
+    "plot_world_model_diagnostics",
     "evaluate_modular_arithmetic",
     "evaluate_module_path",
     "load_metric",

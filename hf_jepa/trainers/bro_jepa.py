@@ -81,6 +81,9 @@ class BroJepaRecipe:
     def ema_schedule(self, model: BroJepaModel) -> tuple[float, float]:
         return model.config.ema_momentum, model.config.ema_momentum_end
 
+    def on_log(self, model: BroJepaModel, step: int, record: dict) -> dict:
+        return {}
+
     def _pixels(self, images: torch.Tensor) -> torch.Tensor:
         return normalize_images(images, self.config.pixel_mean, self.config.pixel_std)
 

@@ -85,6 +85,11 @@ class Recipe(Protocol):
 
     def evaluate(self, model: PreTrainedModel, output_dir: str | None = None) -> dict[str, Any]: ...
 
+    def on_log(self, model: PreTrainedModel, step: int, record: dict[str, float]) -> dict[str, float]:
+        """Extra values for the log record of optimiser step `step` (main process only), e.g. diagnostics that need
+        the model's state over time. Return `{}` for none."""
+        ...
+
     def save_artifacts(self, model: PreTrainedModel, output_dir: str, metrics: dict, args: "TrainingArguments") -> None:
         """Write what ships beside the weights: the model card, and a processor/tokenizer where the family has one."""
         ...
@@ -237,6 +242,8 @@ class JepaTrainer:
                 record = {k: v / running_count for k, v in running.items()}
                 record.update(step=loop.step, lr=scheduler.get_last_lr()[0], ema_momentum=momentum)
                 record["elapsed_s"] = time.perf_counter() - start_time
+                if accelerator.is_main_process:
+                    record.update(recipe.on_log(unwrapped, loop.step, record))
                 history.append(record)
                 accelerator.log({k: v for k, v in record.items() if k != "step"}, step=loop.step)
                 progress.set_postfix(loss=f"{record.get('loss', float('nan')):.4f}")

@@ -1,0 +1,799 @@
+"""EPM-JEPA: an experience-modulated latent world model (operator-side modulation through input-conditioned LoRA).
+
+A CNN encodes every frame of a sequence to a latent; an MLP predictor maps the last `context_length` latents to the
+next one, trained against an EMA target encoder (squared error + VICReg variance/covariance terms). Tracks B and C add
+a memory: a surprisal gate writes surprising latent transitions into a FIFO buffer, a transformer encodes the buffer
+and an attention aggregator queried by the current latent reduces it to `e_agg`, which either joins the predictor's
+hidden state (track B, operand side) or sets the per-sample diagonal `d` of `dW = U diag(d) V^T` added to the frozen
+predictor weights (track C, operator side; `U`, `V` live in peft LoRA layers).
+
+What is saved and what is rebuilt: every weight (encoders, predictor, LoRA `U`/`V`, memory encoder, aggregator,
+hypernetwork) and the surprisal gate's running statistics are saved. The experience buffer is run-time state: it
+starts empty after loading and is filled by training, by `forward` in training mode, or by `warm_experience`.
+
+This file imports only torch, transformers and peft so that `trust_remote_code` export works.
+"""
+
+import contextlib
+import copy
+import json
+import math
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from peft import LoraConfig, get_peft_model_state_dict, inject_adapter_in_model, set_peft_model_state_dict
+from peft.tuners.lora import LoraLayer
+from torch import nn
+from transformers import PreTrainedModel
+from transformers import initialization as init
+from transformers.utils import ModelOutput
+
+from .configuration_epm_jepa import EpmJepaConfig
+
+
+ADAPTER_NAME = "experience"
+ADAPTER_CONFIG_NAME = "adapter_config.json"
+ADAPTER_WEIGHTS_NAME = "adapter_model.safetensors"
+# Keys in peft's adapter files carry the prefix `PeftModel` adds, so the files look like any peft adapter's.
+_PEFT_PREFIX = "base_model.model."
+_MODULATOR_PREFIXES = ("experience_encoder.", "hypernetwork.")
+
+
+@dataclass
+class EpmJepaOutput(ModelOutput):
+    """
+    Output of [`EpmJepaModel`].
+
+    Args:
+        loss: weighted training loss.
+        predicted_latents: `(batch, steps, latent_dim)` predictions of frames `context_length .. T-1`, each from the
+            `context_length` latents before it.
+        target_latents: `(batch, steps, latent_dim)` EMA target encoder latents of those frames.
+        context_latents: `(batch, T, latent_dim)` context encoder latents of every frame.
+        surprisal: `(batch, steps)` squared prediction error per step, averaged over latent dimensions.
+        experience: `(batch, steps, memory_dim)` the aggregated experience `e_agg` (tracks B and C).
+        prediction_loss, variance_loss, covariance_loss: the loss's parts, unweighted.
+        boundary_event: 1.0 when this batch fired the surprisal gate (training mode only), else 0.0.
+        buffer_occupancy: fraction of the experience buffer in use.
+        buffer_turnover: transitions written so far divided by the capacity (> 1 once the FIFO cycles).
+        modulation_norm: mean Frobenius norm of the per-sample weight delta `scaling * U diag(d) V^T` over targeted
+            layers (track C), or of the injected residual (track B).
+        sigma_embed: mean over latent dimensions of the batch standard deviation of the predicted latents (the
+            predictor's output manifold; the paper's safety threshold is 0.5).
+        sigma_context: the same for the context latents.
+    """
+
+    loss: torch.FloatTensor | None = None
+    predicted_latents: torch.FloatTensor | None = None
+    target_latents: torch.FloatTensor | None = None
+    context_latents: torch.FloatTensor | None = None
+    surprisal: torch.FloatTensor | None = None
+    experience: torch.FloatTensor | None = None
+    prediction_loss: torch.FloatTensor | None = None
+    variance_loss: torch.FloatTensor | None = None
+    covariance_loss: torch.FloatTensor | None = None
+    boundary_event: torch.FloatTensor | None = None
+    buffer_occupancy: torch.FloatTensor | None = None
+    buffer_turnover: torch.FloatTensor | None = None
+    modulation_norm: torch.FloatTensor | None = None
+    sigma_embed: torch.FloatTensor | None = None
+    sigma_context: torch.FloatTensor | None = None
+
+
+# -------------------------------------------------------------------------------------------------------- encoder
+
+
+class EpmJepaFrameEncoder(nn.Module):
+    """Stride-2 4x4 conv stages with GroupNorm + GELU, a linear projection of the flattened map (which keeps where the
+    digits are), and a LayerNorm without affine on the latent. Batch-independent (no BatchNorm), so a single
+    sequence encodes the same in training and in a pipeline."""
+
+    def __init__(self, config: EpmJepaConfig):
+        super().__init__()
+        layers, width, side = [], config.num_channels, config.image_size
+        for channels in config.encoder_channels:
+            layers += [
+                nn.Conv2d(width, channels, 4, stride=2, padding=1),
+                nn.GroupNorm(math.gcd(channels, 8), channels),
+                nn.GELU(),
+            ]
+            width, side = channels, side // 2
+        self.stages = nn.Sequential(*layers, nn.Flatten())
+        self.projection = nn.Linear(width * side * side, config.latent_dim)
+        self.latent_norm = nn.LayerNorm(config.latent_dim, elementwise_affine=False)
+
+    def forward(self, frames: torch.Tensor) -> torch.Tensor:
+        return self.latent_norm(self.projection(self.stages(frames)))
+
+
+# ------------------------------------------------------------------------------------------------------ predictor
+
+
+class EpmJepaPredictor(nn.Module):
+    """The predictor base: `z_hat_{t+1} = z_t + MLP([z_{t-k+1}, ..., z_t])`, predicting the change from the last latent.
+
+    `layers` are plain `nn.Linear` so peft's LoRA can target them; `hidden_injection` (track B) is added to the first
+    hidden state after its activation."""
+
+    def __init__(self, config: EpmJepaConfig):
+        super().__init__()
+        sizes = [config.context_length * config.latent_dim]
+        sizes += [config.predictor_hidden_size] * (config.predictor_num_layers - 1) + [config.latent_dim]
+        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:]))
+
+    def forward(self, context: torch.Tensor, hidden_injection: torch.Tensor | None = None) -> torch.Tensor:
+        """`context`: `(N, context_length, latent_dim)` -> `(N, latent_dim)`."""
+        hidden = context.flatten(1)
+        for index, layer in enumerate(self.layers):
+            hidden = layer(hidden)
+            if index < len(self.layers) - 1:
+                hidden = F.gelu(hidden)
+                if index == 0 and hidden_injection is not None:
+                    hidden = hidden + hidden_injection.to(hidden.dtype)
+        return context[:, -1] + hidden
+
+
+# --------------------------------------------------------------------------------------------------------- memory
+
+
+class EpmJepaSurprisalGate(nn.Module):
+    """Boundary detection on batch-mean surprisal: an event fires when it exceeds `mean + threshold_std * std` of
+    its running statistics (exponential moving averages, updated after every training batch, kept in the checkpoint
+    because they calibrate the gate to the training distribution)."""
+
+    def __init__(self, config: EpmJepaConfig):
+        super().__init__()
+        self.momentum = config.surprisal_momentum
+        self.threshold_std = config.surprisal_threshold_std
+        self.warmup_updates = config.gate_warmup_updates
+        self.register_buffer("running_mean", torch.zeros(()))
+        self.register_buffer("running_var", torch.ones(()))
+        self.register_buffer("num_updates", torch.zeros((), dtype=torch.long))
+
+    def threshold(self) -> torch.Tensor:
+        return self.running_mean + self.threshold_std * self.running_var.clamp_min(0).sqrt()
+
+    @torch.no_grad()
+    def observe(self, surprisal: torch.Tensor) -> bool:
+        """Decide on one batch-mean surprisal, then fold it into the running statistics. Returns whether it fired."""
+        surprisal = surprisal.detach().float()
+        fired = bool(self.num_updates >= self.warmup_updates) and bool(surprisal > self.threshold())
+        if self.num_updates == 0:
+            self.running_mean.copy_(surprisal)
+            self.running_var.zero_()
+        else:
+            delta = surprisal - self.running_mean
+            self.running_mean.add_((1 - self.momentum) * delta)
+            self.running_var.mul_(self.momentum).add_(self.momentum * (1 - self.momentum) * delta**2)
+        self.num_updates += 1
+        return fired
+
+
+class EpmJepaExperienceBuffer(nn.Module):
+    """FIFO ring of `capacity` latent transitions. Slots fill in order, so the first `occupancy` slots are valid;
+    once full, each write overwrites the oldest entries. Non-persistent: never saved, rebuilt at run time."""
+
+    def __init__(self, config: EpmJepaConfig):
+        super().__init__()
+        self.capacity = config.buffer_capacity
+        self.register_buffer("entries", torch.zeros(config.buffer_capacity, config.buffer_entry_dim), persistent=False)
+        self.register_buffer("num_writes", torch.zeros((), dtype=torch.long), persistent=False)
+
+    @property
+    def occupancy(self) -> int:
+        return min(int(self.num_writes), self.capacity)
+
+    @torch.no_grad()
+    def write(self, entries: torch.Tensor) -> None:
+        if entries.ndim != 2 or entries.shape[1] != self.entries.shape[1]:
+            raise ValueError(f"entries must have shape (n, {self.entries.shape[1]}), got {tuple(entries.shape)}")
+        entries = entries[-self.capacity :]
+        slots = (int(self.num_writes) + torch.arange(entries.shape[0], device=self.entries.device)) % self.capacity
+        self.entries[slots] = entries.to(self.entries.dtype)
+        self.num_writes += entries.shape[0]
+
+    def valid_entries(self) -> torch.Tensor:
+        return self.entries[: self.occupancy]
+
+    def ordered_entries(self) -> torch.Tensor:
+        """Valid entries from oldest to newest."""
+        if int(self.num_writes) <= self.capacity:
+            return self.valid_entries()
+        start = int(self.num_writes) % self.capacity
+        return torch.cat([self.entries[start:], self.entries[:start]])
+
+    @torch.no_grad()
+    def reset(self) -> None:
+        self.entries.zero_()
+        self.num_writes.zero_()
+
+
+class EpmJepaExperienceEncoder(nn.Module):
+    """Buffer entries -> transformer encoder (a set: no positions) -> attention aggregator queried by the current
+    latent -> `e_agg`. A learned null entry is always present, so an empty buffer gives a defined `e_agg` and every
+    parameter takes part in every step (as distributed training requires)."""
+
+    def __init__(self, config: EpmJepaConfig):
+        super().__init__()
+        width = config.memory_dim
+        self.entry_projection = nn.Linear(config.buffer_entry_dim, width)
+        self.null_entry = nn.Parameter(torch.empty(1, width))
+        layer = nn.TransformerEncoderLayer(
+            width, config.memory_num_heads, dim_feedforward=2 * width, dropout=0.0, activation="gelu",
+            batch_first=True, norm_first=True,
+        )
+        self.encoder = nn.TransformerEncoder(layer, config.memory_num_layers, enable_nested_tensor=False)
+        self.query_projection = nn.Linear(config.latent_dim, width)
+        self.aggregator = nn.MultiheadAttention(width, config.memory_num_heads, dropout=0.0, batch_first=True)
+        self.output_norm = nn.LayerNorm(width)
+
+    def encode_entries(self, entries: torch.Tensor) -> torch.Tensor:
+        """`(n, entry_dim)` -> `(1, n + 1, memory_dim)` memory tokens (the null entry first)."""
+        tokens = torch.cat([self.null_entry, self.entry_projection(entries.to(self.null_entry.dtype))])
+        return self.encoder(tokens[None])
+
+    def forward(self, current_latent: torch.Tensor, entries: torch.Tensor) -> torch.Tensor:
+        """`current_latent`: `(N, latent_dim)`; `entries`: `(n, entry_dim)` -> `e_agg`: `(N, memory_dim)`."""
+        memory = self.encode_entries(entries)
+        query = self.query_projection(current_latent)[None]
+        aggregated, _ = self.aggregator(query, memory, memory, need_weights=False)
+        return self.output_norm(aggregated[0])
+
+
+class EpmJepaHypernetwork(nn.Module):
+    """`e_agg -> d`: one rank-`r` diagonal per targeted layer. Initialised to output `d = 1` (zero last weight, unit
+    bias), so at the start the modulated delta is plain LoRA, which peft initialises to zero."""
+
+    def __init__(self, config: EpmJepaConfig, num_layers: int):
+        super().__init__()
+        self.num_layers, self.rank = num_layers, config.lora_rank
+        self.hidden = nn.Linear(config.memory_dim, config.hypernetwork_hidden_size)
+        self.output = nn.Linear(config.hypernetwork_hidden_size, num_layers * config.lora_rank)
+        self.output._hf_jepa_init = "unit_bias"
+
+    def forward(self, experience: torch.Tensor) -> torch.Tensor:
+        """`(N, memory_dim)` -> `(N, num_layers, rank)`."""
+        return self.output(F.gelu(self.hidden(experience))).unflatten(-1, (self.num_layers, self.rank))
+
+
+def lora_layers(module: nn.Module) -> list[tuple[str, LoraLayer]]:
+    """peft LoRA layers holding the experience adapter, in module order (the order of `d`'s layer axis)."""
+    return [(name, m) for name, m in module.named_modules() if isinstance(m, LoraLayer) and ADAPTER_NAME in m.lora_A]
+
+
+@contextlib.contextmanager
+def modulated_lora(layers: list[LoraLayer], modulation: torch.Tensor | None):
+    """Within the block, LoRA layer `i` computes `W x + scaling * B diag(d_i) A x` with a per-row `d_i`
+    (`modulation[:, i]`, shape `(N, rank)`): a forward hook scales the rank-`r` activations of `lora_A`. With
+    `modulation=None` the layers are plain LoRA."""
+    if modulation is None:
+        yield
+        return
+    if modulation.shape[1] != len(layers):
+        raise ValueError(f"modulation has {modulation.shape[1]} layers, the model has {len(layers)} LoRA layers")
+    handles = []
+
+    def scale_by(d):
+        def hook(_module, _inputs, output):
+            return output * d.to(output.dtype)
+
+        return hook
+
+    try:
+        for index, layer in enumerate(layers):
+            if layer.merged:
+                raise RuntimeError(
+                    "a merged LoRA layer cannot be modulated per sample: unmerge it (dW depends on each input)"
+                )
+            handles.append(layer.lora_A[ADAPTER_NAME].register_forward_hook(scale_by(modulation[:, index])))
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+# ----------------------------------------------------------------------------------------------------- loss terms
+
+
+# Copied from hf_jepa.modeling.bro_jepa.modeling_bro_jepa._GatherWithGrad
+class _GatherWithGrad(torch.autograd.Function):
+    """All ranks' rows concatenated; the backward pass sums every rank's gradient for this rank's rows."""
+
+    @staticmethod
+    def forward(ctx, tensor):
+        world_size = torch.distributed.get_world_size()
+        output = tensor.new_empty((world_size * tensor.shape[0], *tensor.shape[1:]))
+        torch.distributed.all_gather_into_tensor(output, tensor.contiguous())
+        return output
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        grad = grad_output.contiguous()
+        torch.distributed.all_reduce(grad)
+        rows = grad.shape[0] // torch.distributed.get_world_size()
+        rank = torch.distributed.get_rank()
+        return grad[rank * rows : (rank + 1) * rows]
+
+
+def _distributed() -> bool:
+    return torch.distributed.is_available() and torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1
+
+
+# Copied from hf_jepa.modeling.bro_jepa.modeling_bro_jepa._gather_with_grad
+def _gather_with_grad(latent: torch.Tensor) -> torch.Tensor:
+    """All ranks' latents (differentiable), so VICReg statistics see the global batch in multi-process runs."""
+    return _GatherWithGrad.apply(latent) if _distributed() else latent
+
+
+# Copied from hf_jepa.modeling.bro_jepa.modeling_bro_jepa.vicreg_variance_loss
+def vicreg_variance_loss(latent: torch.Tensor, eps: float = 1e-4) -> torch.Tensor:
+    """VICReg hinge on the per-dimension standard deviation: `mean(relu(1 - sqrt(var + eps)))`."""
+    std = torch.sqrt(latent.var(dim=0) + eps)
+    return F.relu(1.0 - std).mean()
+
+
+# Copied from hf_jepa.modeling.bro_jepa.modeling_bro_jepa.vicreg_covariance_loss
+def vicreg_covariance_loss(latent: torch.Tensor) -> torch.Tensor:
+    """Sum of squared off-diagonal covariance entries (unbiased) divided by the dimension."""
+    batch, dim = latent.shape
+    centered = latent - latent.mean(dim=0)
+    covariance = centered.T @ centered / (batch - 1)
+    off_diagonal = covariance - torch.diag(torch.diagonal(covariance))
+    return off_diagonal.pow(2).sum() / dim
+
+
+def embedding_spread(latents: torch.Tensor) -> torch.Tensor:
+    """Mean over dimensions of the per-dimension standard deviation over all rows of `(..., dim)` latents."""
+    return latents.detach().float().flatten(0, -2).std(dim=0).mean()
+
+
+# -------------------------------------------------------------------------------------------------------------- model
+
+
+class EpmJepaPreTrainedModel(PreTrainedModel):
+    config: EpmJepaConfig
+    config_class = EpmJepaConfig
+    base_model_prefix = "epm_jepa"
+    main_input_name = "pixel_values"
+    input_modalities = "video"
+
+    def _init_weights(self, module):
+        std = self.config.initializer_range
+        if isinstance(module, nn.Linear):
+            kind = getattr(module, "_hf_jepa_init", None)
+            if kind == "lora_A":  # peft's default LoRA init: Kaiming-uniform A, zero B
+                init.kaiming_uniform_(module.weight, a=math.sqrt(5))
+            elif kind in ("zeros", "unit_bias"):
+                init.zeros_(module.weight)
+            else:
+                init.trunc_normal_(module.weight, std=std)
+            if module.bias is not None:
+                init.ones_(module.bias) if kind == "unit_bias" else init.zeros_(module.bias)
+        elif isinstance(module, nn.Conv2d):
+            init.kaiming_normal_(module.weight, mode="fan_out", nonlinearity="relu")
+            if module.bias is not None:
+                init.zeros_(module.bias)
+        elif isinstance(module, (nn.LayerNorm, nn.GroupNorm)):
+            if module.weight is not None:
+                init.ones_(module.weight)
+                init.zeros_(module.bias)
+        elif isinstance(module, nn.MultiheadAttention):
+            init.trunc_normal_(module.in_proj_weight, std=std)
+            init.zeros_(module.in_proj_bias)
+        elif isinstance(module, EpmJepaExperienceEncoder):
+            init.trunc_normal_(module.null_entry, std=std)
+        elif isinstance(module, EpmJepaSurprisalGate):
+            init.zeros_(module.running_mean)
+            init.ones_(module.running_var)
+            init.zeros_(module.num_updates)
+        elif isinstance(module, EpmJepaExperienceBuffer):
+            init.zeros_(module.entries)
+            init.zeros_(module.num_writes)
+
+
+class EpmJepaModel(EpmJepaPreTrainedModel):
+    """
+    EPM-JEPA world model: context encoder, EMA target encoder (frozen), predictor base, surprisal gate and, by track,
+    the experience memory with residual injection (`"ei"`) or hypernetwork-driven LoRA (`"epm"`).
+    """
+
+    def __init__(self, config: EpmJepaConfig):
+        super().__init__(config)
+        config.validate()
+        self.context_encoder = EpmJepaFrameEncoder(config)
+        self.target_encoder = copy.deepcopy(self.context_encoder)
+        self.predictor = EpmJepaPredictor(config)
+        # Every track keeps surprisal statistics, so a vanilla base hands a calibrated gate to the memory tracks.
+        self.surprisal_gate = EpmJepaSurprisalGate(config)
+        self.experience_buffer = EpmJepaExperienceBuffer(config) if config.uses_memory else None
+        self.experience_encoder = EpmJepaExperienceEncoder(config) if config.uses_memory else None
+        self.experience_injection = None
+        self.hypernetwork = None
+        if config.track == "ei":
+            self.experience_injection = nn.Linear(config.memory_dim, config.predictor_hidden_size)
+            self.experience_injection._hf_jepa_init = "zeros"  # track B starts as the base predictor
+        elif config.track == "epm":
+            self._inject_lora()
+            self.hypernetwork = EpmJepaHypernetwork(config, len(self._lora_layers))
+        self.post_init()
+        if self.predictor.layers[0].weight.device.type != "meta":
+            self.copy_context_to_target()
+        self.freeze_target_encoder()
+
+    # ------------------------------------------------------------------ peft LoRA (track C)
+
+    def experience_lora_config(self) -> LoraConfig:
+        """The peft `LoraConfig` of the experience adapter (`U`, `V` of `dW = U diag(d) V^T`)."""
+        config = self.config
+        return LoraConfig(
+            r=config.lora_rank,
+            lora_alpha=config.lora_alpha,
+            target_modules=config.lora_target_modules,
+            lora_dropout=0.0,
+            bias="none",
+        )
+
+    def _inject_lora(self):
+        trainable = {name: p.requires_grad for name, p in self.named_parameters()}
+        inject_adapter_in_model(self.experience_lora_config(), self, adapter_name=ADAPTER_NAME)
+        # peft freezes everything but the adapter; which parts train is the trainer's decision.
+        for name, parameter in self.named_parameters():
+            parameter.requires_grad_(trainable.get(name, True))
+        layers = lora_layers(self)
+        stray = [name for name, _ in layers if not name.startswith("predictor.")]
+        if not layers or stray:
+            raise ValueError(
+                f"EpmJepaConfig.lora_target_modules={self.config.lora_target_modules!r} must select predictor linear "
+                f"layers (e.g. r'predictor\\.layers\\.\\d+'); selected: {[name for name, _ in layers] or 'none'}"
+            )
+        for _, layer in layers:
+            layer.lora_A[ADAPTER_NAME]._hf_jepa_init = "lora_A"
+            layer.lora_B[ADAPTER_NAME]._hf_jepa_init = "zeros"
+        self._lora_layers = [layer for _, layer in layers]
+
+    # ------------------------------------------------------------------ target encoder housekeeping
+
+    @torch.no_grad()
+    def copy_context_to_target(self):
+        """Make the target encoder an exact copy of the context encoder."""
+        for target, context in zip(self.target_encoder.parameters(), self.context_encoder.parameters()):
+            target.copy_(context)
+
+    def freeze_target_encoder(self):
+        self.target_encoder.requires_grad_(False)
+        self.target_encoder.eval()
+
+    def train(self, mode: bool = True):
+        super().train(mode)
+        self.target_encoder.eval()
+        return self
+
+    @classmethod
+    def from_pretrained(cls, *args, strict: bool = True, **kwargs):
+        """`PreTrainedModel.from_pretrained`, strict by default: weights missing from the checkpoint or left unused
+        raise `ValueError` (e.g. a checkpoint of another track). To start a track from another track's weights use
+        :meth:`from_base`. The experience buffer starts empty."""
+        output_loading_info = kwargs.pop("output_loading_info", False)
+        model, loading_info = super().from_pretrained(*args, output_loading_info=True, **kwargs)
+        model.freeze_target_encoder()  # loading marks every floating parameter trainable again
+        problems = {k: sorted(loading_info.get(k) or ()) for k in ("missing_keys", "unexpected_keys")}
+        if strict and any(problems.values()):
+            raise ValueError(
+                f"{cls.__name__}.from_pretrained: the checkpoint does not match the config "
+                f"(missing keys: {problems['missing_keys']}, unexpected keys: {problems['unexpected_keys']}). "
+                "To start one track from another's weights use EpmJepaModel.from_base(path, track=...)."
+            )
+        return (model, loading_info) if output_loading_info else model
+
+    @staticmethod
+    def _shared_name(name: str) -> str | None:
+        """Name of a weight shared by all tracks, as a vanilla model calls it; None for track-specific weights."""
+        if name.split(".")[0] not in ("context_encoder", "target_encoder", "predictor", "surprisal_gate"):
+            return None
+        if ".lora_A." in name or ".lora_B." in name:
+            return None
+        return name.replace(".base_layer.", ".")
+
+    @classmethod
+    def from_base(cls, base, **config_overrides) -> "EpmJepaModel":
+        """A model of another track (`track="ei"`, ...) that starts from `base`'s shared weights: both encoders, the
+        predictor base and the surprisal gate's statistics. Track-specific parts keep their initialisation, under
+        which B and C compute exactly what the base computes (zero injection, zero LoRA delta).
+
+        `base`: an `EpmJepaModel` or a path/Hub id to load one from. `config_overrides` may only change the track and
+        the memory/LoRA fields; the shared architecture must match (checked: ValueError naming the weight)."""
+        if not isinstance(base, EpmJepaModel):
+            base = cls.from_pretrained(base)
+        config = EpmJepaConfig(**{**base.config.to_dict(), **config_overrides})
+        model = cls(config)
+        shared = {cls._shared_name(k): v for k, v in base.state_dict().items() if cls._shared_name(k)}
+        own = {cls._shared_name(k): k for k in model.state_dict() if cls._shared_name(k)}
+        if shared.keys() != own.keys():
+            raise ValueError(f"base and new model share different weights: {sorted(shared.keys() ^ own.keys())}")
+        state = model.state_dict()
+        for name, tensor in shared.items():
+            if state[own[name]].shape != tensor.shape:
+                raise ValueError(
+                    f"from_base: {name} has shape {tuple(tensor.shape)} in the base, {tuple(state[own[name]].shape)} "
+                    "in the new config: config_overrides may not change the shared architecture"
+                )
+        model.load_state_dict({own[name]: tensor for name, tensor in shared.items()}, strict=False)
+        model.freeze_target_encoder()
+        return model
+
+    # ------------------------------------------------------------------ experience adapter (peft files)
+
+    def _require_track(self, track: str, what: str):
+        if self.config.track != track:
+            raise ValueError(f"{what} needs a model with track={track!r}, this one has track={self.config.track!r}")
+
+    def save_experience_adapter(self, save_directory: str) -> None:
+        """Write the experience adapter as a peft adapter: `adapter_config.json` (the `LoraConfig`) and
+        `adapter_model.safetensors` holding LoRA `U`/`V` (peft's key names) together with the memory encoder,
+        aggregator and hypernetwork that produce `d`."""
+        from safetensors.torch import save_file
+
+        self._require_track("epm", "save_experience_adapter")
+        os.makedirs(save_directory, exist_ok=True)
+        lora_config = self.experience_lora_config()
+        lora_config.base_model_name_or_path = self.name_or_path or None
+        lora_config.save_pretrained(save_directory)
+        state = {_PEFT_PREFIX + k: v for k, v in get_peft_model_state_dict(self, adapter_name=ADAPTER_NAME).items()}
+        for name, tensor in self.state_dict().items():
+            if name.startswith(_MODULATOR_PREFIXES):
+                state[_PEFT_PREFIX + name] = tensor
+        state = {k: v.detach().contiguous().clone() for k, v in state.items()}
+        save_file(state, os.path.join(save_directory, ADAPTER_WEIGHTS_NAME), metadata={"format": "pt"})
+        with open(os.path.join(save_directory, "experience_adapter.json"), "w") as handle:
+            json.dump({"model_type": self.config.model_type, "track": "epm", "buffer_entry": self.config.buffer_entry,
+                       "num_lora_layers": len(self._lora_layers)}, handle, indent=2)
+
+    def load_experience_adapter(self, adapter_directory: str) -> None:
+        """Load an adapter written by `save_experience_adapter` into this model (track `"epm"`), strictly: every LoRA
+        and modulator weight must be present with this model's shape, else `ValueError` says which does not match."""
+        from safetensors.torch import load_file
+
+        self._require_track("epm", "load_experience_adapter")
+        weights_path = os.path.join(adapter_directory, ADAPTER_WEIGHTS_NAME)
+        if not os.path.isfile(os.path.join(adapter_directory, ADAPTER_CONFIG_NAME)) or not os.path.isfile(weights_path):
+            raise FileNotFoundError(f"{adapter_directory!r} holds no peft adapter ({ADAPTER_CONFIG_NAME} + {ADAPTER_WEIGHTS_NAME})")
+        saved = LoraConfig.from_pretrained(adapter_directory)
+        mine = self.experience_lora_config()
+        for field in ("r", "lora_alpha", "target_modules"):
+            theirs, ours = getattr(saved, field), getattr(mine, field)
+            if (sorted(theirs) if isinstance(theirs, (set, list)) else theirs) != (
+                sorted(ours) if isinstance(ours, (set, list)) else ours
+            ):
+                raise ValueError(f"adapter does not match its base: LoraConfig.{field} is {theirs!r} in the adapter, {ours!r} here")
+        state = {k.removeprefix(_PEFT_PREFIX): v for k, v in load_file(weights_path).items()}
+        lora_expected = get_peft_model_state_dict(self, adapter_name=ADAPTER_NAME)
+        modulator_expected = {k: v for k, v in self.state_dict().items() if k.startswith(_MODULATOR_PREFIXES)}
+        expected = {**lora_expected, **modulator_expected}
+        missing, unexpected = sorted(expected.keys() - state.keys()), sorted(state.keys() - expected.keys())
+        if missing or unexpected:
+            raise ValueError(f"adapter does not match its base: missing {missing}, unexpected {unexpected}")
+        for name, tensor in expected.items():
+            if state[name].shape != tensor.shape:
+                raise ValueError(
+                    f"adapter does not match its base: {name} has shape {tuple(state[name].shape)} in the adapter, "
+                    f"{tuple(tensor.shape)} in the model"
+                )
+        result = set_peft_model_state_dict(self, {k: state[k] for k in lora_expected}, adapter_name=ADAPTER_NAME)
+        stray = [k for k in result.unexpected_keys if ADAPTER_NAME in k or "lora_" in k]
+        if stray:
+            raise ValueError(f"adapter does not match its base: peft left {stray} unused")
+        self.load_state_dict({k: state[k] for k in modulator_expected}, strict=False)
+
+    # ------------------------------------------------------------------ input checks
+
+    def _check_frames(self, pixel_values, min_frames: int, purpose: str):
+        config = self.config
+        expected = (config.num_channels, config.image_size, config.image_size)
+        shape_text = f"(batch, frames, {', '.join(map(str, expected))})"
+        if not isinstance(pixel_values, torch.Tensor) or not pixel_values.is_floating_point():
+            raise TypeError(f"pixel_values must be a floating-point tensor {shape_text} with values in [0, 1]")
+        if pixel_values.ndim != 5 or tuple(pixel_values.shape[2:]) != expected:
+            raise ValueError(f"pixel_values must have shape {shape_text}, got {tuple(pixel_values.shape)}")
+        if pixel_values.shape[1] < min_frames:
+            raise ValueError(
+                f"pixel_values holds {pixel_values.shape[1]} frames per sequence; {purpose} needs at least {min_frames} "
+                f"(context_length={config.context_length})"
+            )
+
+    # ------------------------------------------------------------------ building blocks
+
+    def encode(self, pixel_values: torch.Tensor, use_target_encoder: bool = False) -> torch.Tensor:
+        """`(B, T, C, H, W)` frames -> `(B, T, latent_dim)` latents (context or EMA target encoder)."""
+        self._check_frames(pixel_values, 1, "encoding")
+        batch, frames = pixel_values.shape[:2]
+        encoder = self.target_encoder if use_target_encoder else self.context_encoder
+        with torch.set_grad_enabled(torch.is_grad_enabled() and not use_target_encoder):
+            return encoder(pixel_values.flatten(0, 1)).unflatten(0, (batch, frames))
+
+    def context_windows(self, latents: torch.Tensor, include_last: bool = False) -> torch.Tensor:
+        """`(B, T, D)` -> `(B, W, context_length, D)`: the windows ending at frames `k-1 .. T-2` (`.. T-1` with
+        `include_last`), each predicting the frame after it."""
+        k = self.config.context_length
+        end = latents.shape[1] if include_last else latents.shape[1] - 1
+        return latents[:, :end].unfold(1, k, 1).movedim(-1, -2)
+
+    def aggregate_experience(self, current_latent: torch.Tensor) -> torch.Tensor | None:
+        """`e_agg` for `(N, latent_dim)` current latents from the buffer's valid entries (None for track A)."""
+        if self.experience_encoder is None:
+            return None
+        return self.experience_encoder(current_latent, self.experience_buffer.valid_entries())
+
+    def lora_modulation(self, experience: torch.Tensor) -> torch.Tensor:
+        """Track C: `(N, memory_dim)` `e_agg` -> `(N, num_lora_layers, lora_rank)` diagonals `d`."""
+        self._require_track("epm", "lora_modulation")
+        return self.hypernetwork(experience)
+
+    def predict_next(self, context: torch.Tensor, modulation: torch.Tensor | None = None,
+                     hidden_injection: torch.Tensor | None = None) -> torch.Tensor:
+        """The predictor on `(N, context_length, latent_dim)` windows. Track C: `modulation` `(N, layers, rank)` sets
+        `d` per row (None = plain LoRA; zeros = the base predictor exactly)."""
+        if self.config.track == "epm":
+            with modulated_lora(self._lora_layers, modulation):
+                return self.predictor(context, hidden_injection)
+        return self.predictor(context, hidden_injection)
+
+    def lora_delta_norm(self, modulation: torch.Tensor) -> torch.Tensor:
+        """Mean over rows and layers of `||scaling * B diag(d) A||_F`, from `d^T (B^T B * A A^T) d` (no dense dW)."""
+        norms = []
+        for index, layer in enumerate(self._lora_layers):
+            a, b = layer.lora_A[ADAPTER_NAME].weight.float(), layer.lora_B[ADAPTER_NAME].weight.float()
+            gram = (b.T @ b) * (a @ a.T)
+            d = modulation[:, index].float()
+            squared = torch.einsum("nr,rs,ns->n", d, gram, d).clamp_min(0)
+            norms.append(layer.scaling[ADAPTER_NAME] * squared.sqrt())
+        return torch.stack(norms).mean()
+
+    def _predict_windows(self, windows: torch.Tensor):
+        """`(B, W, k, D)` -> predictions `(B, W, D)`, `e_agg` `(B, W, m)` or None, and the modulation norm."""
+        flat = windows.flatten(0, 1)
+        experience = self.aggregate_experience(flat[:, -1])
+        modulation = injection = norm = None
+        if self.config.track == "epm":
+            modulation = self.lora_modulation(experience)
+            norm = self.lora_delta_norm(modulation.detach())
+        elif self.config.track == "ei":
+            injection = self.experience_injection(experience)
+            norm = injection.detach().float().norm(dim=-1).mean()
+        predicted = self.predict_next(flat, modulation, injection)
+        unflatten = (windows.shape[0], windows.shape[1])
+        experience = experience.unflatten(0, unflatten) if experience is not None else None
+        return predicted.unflatten(0, unflatten), experience, norm
+
+    # ------------------------------------------------------------------ experience writing
+
+    def _buffer_entries(self, current_target, next_target, predicted) -> torch.Tensor:
+        parts = [current_target, next_target]
+        if self.config.buffer_entry == "pair_residual":
+            parts.append(next_target - predicted)
+        return torch.cat([p.detach().float() for p in parts], dim=-1)
+
+    @torch.no_grad()
+    def _observe(self, surprisal, current_target, next_target, predicted) -> bool:
+        """Gate on the batch-mean surprisal (averaged over ranks); on an event write each sequence's most surprising
+        transition, the `write_per_event` most surprising sequences of the global batch, so every rank's buffer
+        receives the same entries in the same order."""
+        batch_surprisal = surprisal.mean().float()
+        if _distributed():
+            torch.distributed.all_reduce(batch_surprisal)
+            batch_surprisal /= torch.distributed.get_world_size()
+        fired = self.surprisal_gate.observe(batch_surprisal)
+        if not fired or self.experience_buffer is None:
+            return fired
+        rows = torch.arange(surprisal.shape[0], device=surprisal.device)
+        step = surprisal.argmax(dim=1)
+        scores = surprisal[rows, step].float()
+        entries = self._buffer_entries(current_target[rows, step], next_target[rows, step], predicted[rows, step])
+        if _distributed():
+            entries, scores = _gather_with_grad(entries), _gather_with_grad(scores)
+        top = scores.topk(min(self.config.write_per_event, scores.numel())).indices
+        self.experience_buffer.write(entries[top])
+        return fired
+
+    @torch.no_grad()
+    def warm_experience(self, pixel_values: torch.Tensor, gated: bool = False) -> int:
+        """Fill the buffer from sequences before predicting: every transition of `pixel_values` `(B, T, C, H, W)`
+        (`gated=False`) or those whose surprisal exceeds the gate's threshold (`gated=True`; the gate's statistics
+        stay unchanged). Returns the number of entries written (the newest `buffer_capacity` are kept)."""
+        if self.experience_buffer is None:
+            raise ValueError(f"track {self.config.track!r} has no experience buffer (use track 'ei' or 'epm')")
+        self._check_frames(pixel_values, self.config.context_length + 1, "warming the experience buffer")
+        was_training = self.training
+        self.eval()
+        try:
+            targets = self.encode(pixel_values, use_target_encoder=True)
+            windows = self.context_windows(self.encode(pixel_values))
+            predicted, _, _ = self._predict_windows(windows)
+            k = self.config.context_length
+            current, following = targets[:, k - 1 : -1], targets[:, k:]
+            entries = self._buffer_entries(current, following, predicted).flatten(0, 1)
+            if gated:
+                surprisal = (predicted.float() - following.float()).pow(2).mean(-1).flatten()
+                entries = entries[surprisal > self.surprisal_gate.threshold()]
+            self.experience_buffer.write(entries)
+            return entries.shape[0]
+        finally:
+            self.train(was_training)
+
+    def reset_experience(self) -> None:
+        """Empty the experience buffer (the gate's statistics are kept)."""
+        if self.experience_buffer is not None:
+            self.experience_buffer.reset()
+
+    @torch.no_grad()
+    def predict_next_latent(self, pixel_values: torch.Tensor) -> torch.Tensor:
+        """`(B, T, C, H, W)` with `T >= context_length` -> `(B, latent_dim)` predicted latent of frame `T`, reading
+        (not writing) the experience buffer."""
+        self._check_frames(pixel_values, self.config.context_length, "predicting the next latent")
+        latents = self.encode(pixel_values[:, -self.config.context_length :])
+        predicted, _, _ = self._predict_windows(self.context_windows(latents, include_last=True)[:, -1:])
+        return predicted[:, 0]
+
+    # ------------------------------------------------------------------ forward
+
+    def forward(self, pixel_values: torch.Tensor, update_experience: bool | None = None,
+                return_dict: bool | None = None, **kwargs) -> EpmJepaOutput | tuple:
+        r"""
+        pixel_values (`torch.FloatTensor` of shape `(batch, frames, num_channels, image_size, image_size)`):
+            Frame sequences with values in [0, 1]; at least `context_length + 1` frames. Every frame after the first
+            `context_length` is predicted from the ones before it and scored against the EMA target encoder.
+        update_experience (`bool`, *optional*):
+            Feed this batch to the surprisal gate (and, on an event, to the buffer). Defaults to `self.training`.
+        """
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        config = self.config
+        self._check_frames(pixel_values, config.context_length + 1, "scoring a prediction")
+        update_experience = self.training if update_experience is None else update_experience
+        k = config.context_length
+
+        context_latents = self.encode(pixel_values)
+        target_all = self.encode(pixel_values, use_target_encoder=True)
+        target_latents = target_all[:, k:]
+        predicted, experience, modulation_norm = self._predict_windows(self.context_windows(context_latents))
+        surprisal = (predicted.detach().float() - target_latents.float()).pow(2).mean(-1)
+
+        parts = {"prediction_loss": F.mse_loss(predicted.float(), target_latents.float())}
+        gathered = _gather_with_grad(context_latents.flatten(0, 1).float())
+        parts["variance_loss"] = vicreg_variance_loss(gathered)
+        parts["covariance_loss"] = vicreg_covariance_loss(gathered)
+        loss = (
+            config.invariance_weight * parts["prediction_loss"]
+            + config.variance_weight * parts["variance_loss"]
+            + config.covariance_weight * parts["covariance_loss"]
+        )
+
+        fired = False
+        if update_experience:
+            fired = self._observe(surprisal, target_all[:, k - 1 : -1], target_latents, predicted)
+        diagnostics = {
+            "boundary_event": torch.tensor(float(fired)),
+            "sigma_embed": embedding_spread(predicted),
+            "sigma_context": embedding_spread(context_latents),
+        }
+        if self.experience_buffer is not None:
+            buffer = self.experience_buffer
+            diagnostics["buffer_occupancy"] = torch.tensor(buffer.occupancy / buffer.capacity)
+            diagnostics["buffer_turnover"] = torch.tensor(int(buffer.num_writes) / buffer.capacity)
+        if modulation_norm is not None:
+            diagnostics["modulation_norm"] = modulation_norm
+
+        output = EpmJepaOutput(
+            loss=loss,
+            predicted_latents=predicted,
+            target_latents=target_latents,
+            context_latents=context_latents,
+            surprisal=surprisal,
+            experience=experience,
+            **parts,
+            **diagnostics,
+        )
+        return output if return_dict else output.to_tuple()
+
+
+__all__ = ["EpmJepaModel", "EpmJepaOutput", "EpmJepaPreTrainedModel"]
