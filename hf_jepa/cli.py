@@ -1,8 +1,9 @@
 """The ``hf-jepa`` command line: train, evaluate, reproduce and push JEPA models.
 
-    hf-jepa train bro-jepa [--config FILE.yaml] [--set key=value ...] --output-dir DIR
+    hf-jepa train bro-jepa|epm-jepa [--config FILE.yaml] [--set key=value ...] --output-dir DIR
     hf-jepa eval DIR [--data PATH] [--json]
     hf-jepa reproduce bro-jepa [--data PATH] [--output-dir DIR] [--quick] [--variant NAME ...]
+    hf-jepa reproduce epm-jepa [--data PATH] [--output-dir DIR] [--quick] [--set preset=full seeds=[0,1,2] ...]
     hf-jepa push DIR REPO_ID [--private]
 
 Settings (YAML keys and ``--set`` names) are routed by name to the family's model config, the shared
@@ -84,6 +85,19 @@ FAMILIES: dict[str, Family] = {
         format_rows="hf_jepa.trainers.bro_jepa:format_results_table",
         result_rows="hf_jepa.hub:bro_jepa_result_rows",
         training_defaults="hf_jepa.trainers.bro_jepa:TRAINING_DEFAULTS",
+    ),
+    "epm-jepa": Family(
+        name="epm-jepa",
+        model_type="epm_jepa",
+        config_class="hf_jepa.modeling.epm_jepa:EpmJepaConfig",
+        data_args_class="hf_jepa.trainers.epm_jepa:EpmJepaDataArguments",
+        recipe_class="hf_jepa.trainers.epm_jepa:EpmJepaRecipe",
+        presets={"tiny": "tiny", "cpu_fast": "cpu_fast", "full": None},
+        default_preset="cpu_fast",
+        reproduce="hf_jepa.trainers.epm_jepa:reproduce_epm_jepa",
+        format_rows="hf_jepa.trainers.epm_jepa:format_results_table",
+        result_rows="hf_jepa.hub:epm_jepa_result_rows",
+        training_defaults="hf_jepa.trainers.epm_jepa:TRAINING_DEFAULTS",
     ),
 }
 
@@ -369,7 +383,20 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             f"the {family.name} reproduction is not available in this version of hf-jepa "
             f"({family.reproduce} / {family.format_rows}: {error})"
         ) from error
-    extra = {"variants": args.variant} if args.variant else {}
+    accepted = inspect.signature(reproduce).parameters
+    extra = parse_overrides(args.overrides or [])
+    if args.variant:
+        extra["variants"] = args.variant
+    unknown = sorted(set(extra) - set(accepted) - {"data", "output_dir", "quick"})
+    if unknown:
+        options = sorted(set(accepted) - {"data", "output_dir", "quick"})
+        raise CliError(f"{family.name} reproduction does not take {unknown}; its options: {options}")
+    for key, value in extra.items():
+        default = accepted[key].default
+        if isinstance(default, tuple) and isinstance(value, (list, int)):
+            extra[key] = tuple(value) if isinstance(value, list) else (value,)
+        elif default is not inspect.Parameter.empty:
+            extra[key] = _coerce(key, value, default, str(accepted[key].annotation))
     rows = reproduce(data=args.data, output_dir=args.output_dir, quick=args.quick, **extra)
     print(format_table(rows) if format_table else json.dumps(rows, indent=2, default=_json_default))
     return 0
@@ -417,6 +444,8 @@ def build_parser() -> argparse.ArgumentParser:
     reproduce.add_argument("--quick", action="store_true", help="short runs (smoke test of the whole table)")
     reproduce.add_argument("--variant", action="append", metavar="NAME",
                            help="rerun only this row (repeatable); the other rows of the saved table are kept")
+    reproduce.add_argument("--set", dest="overrides", nargs="+", action="extend", metavar="KEY=VALUE", default=[],
+                           help="options of the family's reproduction, e.g. --set preset=full seeds=[0,1,2,3,4]")
     reproduce.set_defaults(handler=cmd_reproduce)
 
     push = sub.add_parser("push", help="upload a saved model folder to the Hugging Face Hub")

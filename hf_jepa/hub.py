@@ -28,11 +28,14 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "CARD_TAGS",
     "DEFAULT_IGNORE_PATTERNS",
+    "EPM_JEPA_CARD_TAGS",
     "MODEL_ID_PLACEHOLDER",
     "bro_jepa_result_rows",
     "config_fields",
+    "epm_jepa_result_rows",
     "push_to_hub",
     "render_bro_jepa_card",
+    "render_epm_jepa_card",
     "template_text",
 ]
 
@@ -40,6 +43,7 @@ LIBRARY_NAME = "hf-jepa"
 LICENSE = "apache-2.0"
 MNIST_DATASET_ID = "ylecun/mnist"
 CARD_TAGS = ["jepa", "bro-jepa", "modular-arithmetic", "self-supervised", "mnist"]
+EPM_JEPA_CARD_TAGS = ["jepa", "epm-jepa", "world-model", "moving-mnist", "lora", "peft"]
 # The usage snippet of a card rendered before the model has a Hub id shows this; `push_to_hub` replaces it.
 MODEL_ID_PLACEHOLDER = "path/to/hf-jepa-model"
 # Never uploaded: Accelerate `save_state` checkpoints and tracker logs of the run.
@@ -351,6 +355,224 @@ def render_bro_jepa_card(
         pca_plot=metrics.get("pca_plot"),
         zero_shot_text=_percent(metrics["zero_shot_accuracy"]) if _is_number(metrics.get("zero_shot_accuracy")) else None,
         rollout_text=_percent(metrics["rollout_accuracy"]) if _is_number(metrics.get("rollout_accuracy")) else None,
+        hf_jepa_version=__version__,
+    )
+
+
+# ---------------------------------------------------------------------------------------------------- EPM-JEPA card
+
+# Sub-folder of a saved track-C model holding the experience adapter (peft files), see `save_experience_adapter`.
+EPM_JEPA_ADAPTER_FOLDER = "experience_adapter"
+_EPM_TRACK_LETTERS = {"vanilla": "A", "ei": "B", "epm": "C"}
+
+
+def _epm_track_name(track: str) -> str:
+    from .modeling.epm_jepa.configuration_epm_jepa import TRACK_NAMES
+
+    return TRACK_NAMES.get(track, str(track))
+
+
+def _number(value: Any, digits: int = 4) -> str:
+    return f"{value:.{digits}f}"
+
+
+def epm_jepa_result_rows(metrics: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(name, formatted value) rows of the EPM-JEPA results present in `metrics` (what `EpmJepaRecipe.evaluate` and
+    the trainer recorded); a missing or non-numeric metric gives no row. Also used by the CLI's printed table."""
+    rows: list[tuple[str, str]] = []
+    if metrics.get("track"):
+        stage = f" ({metrics['stage']} stage)" if metrics.get("stage") else ""
+        rows.append(("Track", f"{_epm_track_name(metrics['track'])}{stage}"))
+    for key, name in (
+        ("d_shift", "D_shift: normalised error on held-out shifted sequences (g > 0)"),
+        ("d_shift_copy_last", "D_shift of copying the last latent (baseline)"),
+        ("d_train", "D on the training distribution (g = 0)"),
+        ("d_train_copy_last", "D on g = 0 of copying the last latent (baseline)"),
+    ):
+        if _is_number(metrics.get(key)):
+            rows.append((name, _number(metrics[key])))
+    for key, name in (
+        ("gate_fire_rate_shift", "Surprisal-gate firing rate, shifted sequences"),
+        ("gate_fire_rate_train", "Surprisal-gate firing rate, g = 0"),
+    ):
+        if _is_number(metrics.get(key)):
+            rows.append((name, _percent(metrics[key])))
+    if _is_number(metrics.get("sigma_embed_shift")):
+        value = metrics["sigma_embed_shift"]
+        flag = " (below the paper's 0.5 safety threshold)" if value < 0.5 else ""
+        rows.append(("sigma_embed of the predicted latents, shifted sequences", f"{value:.4f}{flag}"))
+    if _is_number(metrics.get("eval_predictions")):
+        rows.append(("One-step predictions scored (shifted set)", str(int(metrics["eval_predictions"]))))
+    if _is_number(metrics.get("buffer_occupancy")):
+        rows.append(("Experience buffer occupancy (fraction of capacity)", _percent(metrics["buffer_occupancy"])))
+    if _is_number(metrics.get("buffer_turnover")):
+        rows.append(("Experience buffer turnover (writes / capacity)", f"{metrics['buffer_turnover']:.2f}"))
+    if _is_number(metrics.get("train_time_s")):
+        steps = f" ({metrics['train_steps']} steps)" if metrics.get("train_steps") is not None else ""
+        rows.append(("Training time", f"{metrics['train_time_s']:.1f} s{steps}"))
+    if metrics.get("data_source"):
+        rows.append(("Digit source", _format_value(metrics["data_source"])))
+    if metrics.get("device"):
+        processes = metrics.get("num_processes")
+        suffix = f" × {processes} process{'es' if processes != 1 else ''}" if processes is not None else ""
+        rows.append(("Device", f"{metrics['device']}{suffix}"))
+    if metrics.get("hardware"):
+        rows.append(("Hardware", _format_value(metrics["hardware"])))
+    return rows
+
+
+def _epm_jepa_eval_results(metrics: Mapping, mnist: bool, data_source: str | None) -> list[EvalResult]:
+    digits = "MNIST test digits" if mnist else (f"{data_source} (not MNIST)" if data_source else "unknown digits")
+    dataset = dict(dataset_type="moving-mnist-gravity", dataset_name=f"Moving MNIST with gravity (hf-jepa; {digits})",
+                   dataset_split="test")
+    task = dict(task_type="latent-world-model", task_name="One-step latent prediction (normalised error D, lower is better)")
+    results = []
+    for key, config_name, name in (
+        ("d_shift", "shift", "D_shift (shifted gravity)"),
+        ("d_train", "train", "D on the training distribution (g = 0)"),
+    ):
+        value = metrics.get(key)
+        if _is_number(value):
+            results.append(EvalResult(**task, **dataset, metric_type="normalized_prediction_error",
+                                      metric_value=float(value), metric_name=name, metric_config=config_name))
+    return results
+
+
+def _reproduction_text(reproduction: Mapping[str, Any] | None) -> tuple[str | None, str | None]:
+    """(markdown table, one-line description) of a `reproduce_epm_jepa` summary, or (None, None)."""
+    if not reproduction:
+        return None, None
+    from .trainers.epm_jepa import format_results_table
+
+    summary = dict(reproduction)
+    if isinstance(summary.get("outcome"), str):  # "C (null: |delta| < 5%)": bare pipes would split the table cell
+        summary["outcome"] = summary["outcome"].replace("|", "\\|")
+    table = format_results_table(summary)
+    parts = []
+    if reproduction.get("seeds") is not None:
+        seeds = reproduction["seeds"]
+        parts.append(f"seeds {', '.join(str(s) for s in seeds)}" if isinstance(seeds, (list, tuple)) else f"seeds {seeds}")
+    if reproduction.get("pretrain_steps") is not None:
+        parts.append(f"{reproduction['pretrain_steps']} pretraining steps (g = 0)")
+    if reproduction.get("experience_steps") is not None:
+        parts.append(f"n = {reproduction['experience_steps']} experience steps")
+    if reproduction.get("preset"):
+        parts.append(f"preset `{reproduction['preset']}`")
+    if reproduction.get("data_source"):
+        parts.append(f"digits: {reproduction['data_source']}")
+    note = "; ".join(parts) or None
+    if reproduction.get("quick"):
+        note = (note + ". " if note else "") + "**Smoke run (`--quick`): tiny model, a few steps; not a result.**"
+    return table, note
+
+
+def render_epm_jepa_card(
+    config,
+    metrics: Mapping[str, Any] | None,
+    training_args: Any = None,
+    data_args: Any = None,
+    reproduction: Mapping[str, Any] | None = None,
+    repo_id: str | None = None,
+) -> ModelCard:
+    """The model card of an EPM-JEPA checkpoint (any track, pretraining or experience stage).
+
+    Args:
+        config: the `EpmJepaConfig` of the model.
+        metrics: what `EpmJepaRecipe.evaluate` and the trainer recorded (or `eval_results.json` loaded back); only
+            the keys present are shown and put in the `model-index` (D_shift and D on g = 0).
+        training_args / data_args: `TrainingArguments` / `EpmJepaDataArguments` (dataclasses or dicts), optional.
+        reproduction: optional summary returned by `reproduce_epm_jepa`; rendered with `format_results_table`.
+        repo_id: Hub id shown in the usage snippet; default :data:`MODEL_ID_PLACEHOLDER`, which `push_to_hub`
+            replaces with the real id.
+    """
+    from . import __version__
+
+    metrics = dict(metrics or {})
+    training = _as_dict(training_args)
+    data = _as_dict(data_args)
+    mnist = _data_is_mnist(metrics, data)
+    track = config.track
+    stage = metrics.get("stage") or data.get("stage")
+    model_name = f"epm-jepa-{track}" + ("-base" if stage == "pretrain" else "")
+    remote_code = bool(getattr(config, "auto_map", None))
+
+    card_data = ModelCardData(
+        library_name="transformers" if remote_code else LIBRARY_NAME,
+        license=LICENSE,
+        tags=[*EPM_JEPA_CARD_TAGS, LIBRARY_NAME],
+        datasets=[MNIST_DATASET_ID] if mnist else None,
+        model_name=model_name,
+        eval_results=_epm_jepa_eval_results(metrics, mnist, metrics.get("data_source")) or None,
+    )
+
+    training_rows = [(k, _format_value(v)) for k, v in training.items() if k not in _TRAINING_HOUSEKEEPING]
+    if training and metrics.get("num_processes") is not None:
+        effective = (training.get("per_device_batch_size") or 0) * (training.get("gradient_accumulation_steps") or 1)
+        training_rows.append(("effective batch size", str(effective * int(metrics["num_processes"]))))
+    data_rows = []
+    for key, value in data.items():
+        if key == "plot":
+            continue
+        if key == "data" and value is None:
+            value = "default ($HF_JEPA_MNIST, else Hub ylecun/mnist, else embedded digits)"
+        data_rows.append((key, _format_value(value)))
+
+    if stage == "adapt":
+        steps = metrics.get("train_steps", training.get("max_steps"))
+        n_text = f"n = {steps} " if steps is not None else ""
+        stage_text = (f"after the experience phase ({n_text}optimiser steps on shifted sequences, started from a "
+                      "vanilla base pretrained on g = 0)")
+    elif stage == "pretrain":
+        stage_text = "pretrained on the training distribution (g = 0, no gravity), before any experience"
+    else:
+        stage_text = None
+
+    shift_range = None
+    if data.get("shift_gravity_min") is not None and data.get("shift_gravity_max") is not None:
+        shift_range = f"({data['shift_gravity_min']:g}, {data['shift_gravity_max']:g}]"
+    data_note = None
+    if not mnist and metrics.get("data_source"):
+        data_note = (f"Digits: {metrics['data_source']}. These are not MNIST digits, so the numbers are not "
+                     "comparable with the paper's.")
+    reproduction_table, reproduction_note = _reproduction_text(reproduction)
+
+    return _render(
+        "epm_jepa.md",
+        card_data,
+        title=f"EPM-JEPA world model (track {_epm_track_name(track)})",
+        track=track,
+        track_letter=_EPM_TRACK_LETTERS.get(track, "?"),
+        track_name=_epm_track_name(track),
+        stage=stage,
+        stage_text=stage_text,
+        uses_memory=track in ("ei", "epm"),
+        has_adapter=track == "epm",
+        adapter_folder=EPM_JEPA_ADAPTER_FOLDER,
+        model_id=repo_id or MODEL_ID_PLACEHOLDER,
+        image_size=config.image_size,
+        num_channels=config.num_channels,
+        context_length=config.context_length,
+        latent_dim=config.latent_dim,
+        lora_rank=config.lora_rank,
+        buffer_capacity=config.buffer_capacity,
+        buffer_entry=config.buffer_entry,
+        config_rows=_config_rows(config),
+        training_rows=training_rows,
+        data_rows=data_rows,
+        result_rows=epm_jepa_result_rows(metrics),
+        data_source=metrics.get("data_source"),
+        device=metrics.get("device"),
+        eval_predictions=metrics.get("eval_predictions") if _is_number(metrics.get("eval_predictions")) else None,
+        shift_range=shift_range,
+        data_note=data_note,
+        data_is_mnist=mnist,
+        remote_code=remote_code,
+        diagnostics_plot=metrics.get("diagnostics_plot"),
+        d_shift_text=_number(metrics["d_shift"]) if _is_number(metrics.get("d_shift")) else None,
+        copy_last_text=(_number(metrics["d_shift_copy_last"]) if _is_number(metrics.get("d_shift_copy_last"))
+                        else None),
+        reproduction_table=reproduction_table,
+        reproduction_note=reproduction_note,
         hf_jepa_version=__version__,
     )
 

@@ -132,6 +132,6 @@ def embedded_tensors(embedded_dataset) -> dict:
 @pytest.fixture(scope="session")
 def embedded_splits(embedded_dataset):
     """`MnistSplits` on the embedded digits, shared by every trainer test (decoded once)."""
-    from hf_jepa.trainers.bro_jepa import MnistSplits
+    from hf_jepa.data import MnistSplits
 
     return MnistSplits("embedded")

@@ -1,6 +1,6 @@
 """Data builders: turn a source (Hub id, local files, embedded fallback, generator) into batches of tensors."""
 
-from .mnist import MNIST_HUB_ID, embedded_digits, images_to_tensor, load_mnist, mnist_source_description
+from .mnist import MNIST_HUB_ID, MnistSplits, embedded_digits, images_to_tensor, load_mnist, mnist_source_description
 from .modular_arithmetic import (
     TRAIN_OPERATIONS,
     ModularArithmeticTask,
@@ -19,6 +19,7 @@ from .moving_mnist import (
 
 __all__ = [
     "MNIST_HUB_ID",
+    "MnistSplits",
     "SHIFT_GRAVITY",
     "TRAIN_GRAVITY",
     "TRAIN_OPERATIONS",

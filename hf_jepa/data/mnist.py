@@ -126,3 +126,14 @@ def images_to_tensor(split: Dataset) -> tuple[torch.Tensor, torch.Tensor]:
         images = np.stack([np.asarray(item, dtype=np.uint8) for item in split.with_format("numpy")["image"]])
     labels = np.asarray(split.data.column("label").to_pylist(), dtype=np.int64)
     return torch.from_numpy(images), torch.from_numpy(labels)
+
+
+class MnistSplits:
+    """MNIST decoded once into uint8 tensors (train/test), shared by several runs of a reproduction."""
+
+    def __init__(self, source: str | None = None):
+        dataset = load_mnist(source)
+        self.source = mnist_source_description(dataset)
+        self.train_images, self.train_labels = images_to_tensor(dataset["train"])
+        self.test_images, self.test_labels = images_to_tensor(dataset["test"])
+        logger.info("MNIST from %s: %d train / %d test images", self.source, len(self.train_labels), len(self.test_labels))

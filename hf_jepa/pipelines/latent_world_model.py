@@ -15,6 +15,8 @@ This file imports only numpy, torch, PIL and transformers (no relative or `hf_je
 copies it next to the weights so `pipeline(model=dir, trust_remote_code=True)` works where hf_jepa is not installed.
 """
 
+import warnings
+
 import numpy as np
 import torch
 from transformers import Pipeline
@@ -40,6 +42,19 @@ def _is_array(value) -> bool:
 def _is_frame(value) -> bool:
     """A single frame inside a list: a PIL image or a 2-D array / tensor `(H, W)`."""
     return _is_pil(value) or (_is_array(value) and value.ndim == 2)
+
+
+def _numpy_to_tensor(array: np.ndarray, where: str) -> torch.Tensor:
+    """A tensor sharing the array's memory when possible (a copy when it is read-only or not contiguous). Integer
+    arrays other than uint8 are range-checked and converted to uint8 here (torch lacks ops for some of them)."""
+    if array.dtype != np.bool_ and not np.issubdtype(array.dtype, np.integer) and not np.issubdtype(array.dtype, np.floating):
+        raise TypeError(f"{where}: frames must hold uint8 pixels (0..255) or floats in [0, 1], got dtype {array.dtype}")
+    if np.issubdtype(array.dtype, np.integer) and array.dtype != np.uint8:
+        if array.size and (array.min() < 0 or array.max() > 255):
+            raise ValueError(f"{where}: integer frames must hold pixels in 0..255")
+        array = array.astype(np.uint8)
+    array = np.ascontiguousarray(array)
+    return torch.from_numpy(array if array.flags.writeable else array.copy())
 
 
 class LatentWorldModelPipeline(Pipeline):
@@ -192,7 +207,7 @@ class LatentWorldModelPipeline(Pipeline):
                     f"{where}: a list sequence must hold frames (PIL images or 2-D arrays / tensors (H, W)), got "
                     f"{', '.join(kinds)}"
                 )
-            frames = [self._frame_tensor(frame, channels) for frame in sequence]
+            frames = [self._frame_tensor(frame, channels, where) for frame in sequence]
             if len({tuple(f.shape) for f in frames}) > 1:
                 raise ValueError(f"{where}: frames differ in shape: {sorted({tuple(f.shape) for f in frames})}")
             integer = [not f.is_floating_point() for f in frames]
@@ -200,8 +215,7 @@ class LatentWorldModelPipeline(Pipeline):
                 raise TypeError(f"{where}: mix of integer (0..255) and floating-point ([0, 1]) frames")
             tensor = torch.stack(frames)
         elif _is_array(sequence):
-            tensor = torch.from_numpy(np.ascontiguousarray(sequence)) if isinstance(sequence, np.ndarray) else sequence
-            tensor = tensor.detach().cpu()
+            tensor = _numpy_to_tensor(sequence, where) if isinstance(sequence, np.ndarray) else sequence.detach().cpu()
         else:
             raise TypeError(
                 f"{where}: a sequence must be a numpy array or torch tensor (T, H, W) / (T, C, H, W) / (T, H, W, C), "
@@ -232,15 +246,15 @@ class LatentWorldModelPipeline(Pipeline):
         return tensor.contiguous()
 
     @staticmethod
-    def _frame_tensor(frame, channels: int) -> torch.Tensor:
+    def _frame_tensor(frame, channels: int, where: str) -> torch.Tensor:
         """A PIL image or a 2-D array / tensor -> `(H, W)` (one channel) or `(C, H, W)`, dtype kept."""
         if _is_pil(frame):
             mode = "L" if channels == 1 else "RGB"
-            array = np.asarray(frame if frame.mode == mode else frame.convert(mode))
-            tensor = torch.from_numpy(np.ascontiguousarray(array))
+            array = np.array(frame if frame.mode == mode else frame.convert(mode))  # a writable copy
+            tensor = torch.from_numpy(array)
             return tensor if tensor.ndim == 2 else tensor.permute(2, 0, 1)
         if isinstance(frame, np.ndarray):
-            return torch.from_numpy(np.ascontiguousarray(frame))
+            return _numpy_to_tensor(frame, where)
         return frame.detach().cpu()
 
     @staticmethod
@@ -250,6 +264,8 @@ class LatentWorldModelPipeline(Pipeline):
         if tensor.is_complex():
             raise TypeError(f"{where}: complex frames are not supported")
         if not tensor.is_floating_point():
+            if tensor.dtype != torch.uint8:  # torch has no min/max for some unsigned types
+                tensor = tensor.to(torch.int64)
             if tensor.numel() and (int(tensor.min()) < 0 or int(tensor.max()) > 255):
                 raise ValueError(f"{where}: integer frames must hold pixels in 0..255")
             return tensor.to(torch.float32) / 255.0
@@ -278,7 +294,12 @@ class LatentWorldModelPipeline(Pipeline):
                 model.warm_experience(pixel_values, gated=False)
             predicted_latent = model.predict_next_latent(pixel_values)
             if pixel_values.shape[1] > self.context_length:
-                surprisal = model(pixel_values=pixel_values, update_experience=False, return_dict=True).surprisal
+                with warnings.catch_warnings():
+                    # One scored step leaves the forward's sigma_embed diagnostic (a std over predictions) undefined;
+                    # torch warns about it, but the pipeline does not use it.
+                    warnings.filterwarnings("ignore", message=r"std\(\): degrees of freedom", category=UserWarning)
+                    output = model(pixel_values=pixel_values, update_experience=False, return_dict=True)
+                surprisal = output.surprisal
             else:
                 surprisal = predicted_latent.new_zeros((pixel_values.shape[0], 0), dtype=torch.float32)
         finally:

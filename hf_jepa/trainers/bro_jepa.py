@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from ..data import ModularArithmeticTask, images_to_tensor, load_mnist, mnist_source_description, normalize_images
+from ..data import MnistSplits, ModularArithmeticTask, normalize_images
 from ..data.modular_arithmetic import TRAIN_OPERATIONS
 from ..metrics import evaluate_modular_arithmetic, plot_latent_pca, prototype_off_diagonal_cosine
 from ..modeling.bro_jepa import BroJepaConfig, BroJepaImageProcessor, BroJepaModel
@@ -37,17 +37,6 @@ def _first_harmonic_block(model: BroJepaModel) -> int | None:
     pairs = model.class_prototypes.float().cpu().reshape(model.config.modulus, -1, 2)
     spread = pairs.var(0).sum(-1)[candidates]
     return int(candidates[spread.argmax()])
-
-
-class MnistSplits:
-    """MNIST decoded once into uint8 tensors (train/test), shared by several runs of a reproduction."""
-
-    def __init__(self, source: str | None = None):
-        dataset = load_mnist(source)
-        self.source = mnist_source_description(dataset)
-        self.train_images, self.train_labels = images_to_tensor(dataset["train"])
-        self.test_images, self.test_labels = images_to_tensor(dataset["test"])
-        logger.info("MNIST from %s: %d train / %d test images", self.source, len(self.train_labels), len(self.test_labels))
 
 
 class BroJepaRecipe:

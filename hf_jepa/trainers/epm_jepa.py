@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from ..data import images_to_tensor, load_mnist, mnist_source_description
+from ..data import MnistSplits
 from ..data.moving_mnist import SHIFT_GRAVITY, TRAIN_GRAVITY, MovingMnist
 from ..metrics.world_model import evaluate_world_model, parameter_drift, plot_world_model_diagnostics
 from ..modeling.epm_jepa import EpmJepaConfig, EpmJepaModel
@@ -76,17 +76,6 @@ class EpmJepaDataArguments:
         return (self.shift_gravity_min, self.shift_gravity_max)
 
 
-class MnistDigits:
-    """MNIST decoded once into uint8 tensors (train digits for training, test digits for evaluation)."""
-
-    def __init__(self, source: str | None = None):
-        dataset = load_mnist(source)
-        self.source = mnist_source_description(dataset)
-        self.train_images, self.train_labels = images_to_tensor(dataset["train"])
-        self.test_images, self.test_labels = images_to_tensor(dataset["test"])
-        logger.info("MNIST digits from %s: %d train / %d test", self.source, len(self.train_labels), len(self.test_labels))
-
-
 def set_trainable_parts(model: EpmJepaModel, stage: str, adapt_encoder: bool = True) -> list[str]:
     """Freeze/unfreeze parameters for a stage; returns the names of the trainable parts.
 
@@ -116,27 +105,27 @@ class EpmJepaRecipe:
     name = "epm-jepa"
 
     def __init__(self, config: EpmJepaConfig, data_args: EpmJepaDataArguments | None = None, seed: int = 0,
-                 digits: MnistDigits | None = None, eval_pixels: dict[str, torch.Tensor] | None = None):
+                 splits: MnistSplits | None = None, eval_pixels: dict[str, torch.Tensor] | None = None):
         self.config = config
         self.data_args = args = data_args or EpmJepaDataArguments()
-        self.digits = digits or MnistDigits(args.data)
+        self.splits = splits or MnistSplits(args.data)
         gravity = args.train_gravity if args.stage == "pretrain" else args.shift_gravity
         self.world = MovingMnist(
-            images=self.digits.train_images, labels=self.digits.train_labels, sequence_length=args.sequence_length,
+            images=self.splits.train_images, labels=self.splits.train_labels, sequence_length=args.sequence_length,
             num_digits=args.num_digits, gravity=gravity, canvas_size=config.image_size, seed=seed,
         )
         self._eval_pixels = eval_pixels
         self.history: list[dict] = []
         self._target_snapshot: list[torch.Tensor] | None = None
         logger.info("EPM-JEPA %s stage, track %s: training sequences with gravity %s from %s", args.stage,
-                    config.track, gravity, self.digits.source)
+                    config.track, gravity, self.splits.source)
 
     # ------------------------------------------------------------------ evaluation data
 
     def eval_pixels(self) -> dict[str, torch.Tensor]:
         """Held-out sequences from MNIST test digits, the same for every run: `shift` (g in (0, 0.5]) and `train` (g=0)."""
         if self._eval_pixels is None:
-            self._eval_pixels = build_eval_pixels(self.digits, self.data_args, self.config.image_size)
+            self._eval_pixels = build_eval_pixels(self.splits, self.data_args, self.config.image_size)
         return self._eval_pixels
 
     # ------------------------------------------------------------------ Recipe protocol
@@ -197,7 +186,7 @@ class EpmJepaRecipe:
             "gate_fire_rate_train": train["gate_fire_rate"],
             "sigma_embed_shift": shift["sigma_embed"],
             "eval_predictions": shift["num_predictions"],
-            "data_source": self.digits.source,
+            "data_source": self.splits.source,
         }
         if model.experience_buffer is not None:
             metrics["buffer_occupancy"] = model.experience_buffer.occupancy / model.experience_buffer.capacity
@@ -220,12 +209,12 @@ class EpmJepaRecipe:
         card.save(str(Path(output_dir) / "README.md"))
 
 
-def build_eval_pixels(digits: MnistDigits, data_args: EpmJepaDataArguments, image_size: int) -> dict[str, torch.Tensor]:
+def build_eval_pixels(splits: MnistSplits, data_args: EpmJepaDataArguments, image_size: int) -> dict[str, torch.Tensor]:
     """The fixed evaluation sets: sequences of MNIST test digits with the shifted and the training gravity."""
     sets = {}
     for name, gravity in (("shift", data_args.shift_gravity), ("train", data_args.train_gravity)):
         world = MovingMnist(
-            images=digits.test_images, labels=digits.test_labels, sequence_length=data_args.eval_sequence_length,
+            images=splits.test_images, labels=splits.test_labels, sequence_length=data_args.eval_sequence_length,
             num_digits=data_args.num_digits, gravity=gravity, canvas_size=image_size, seed=EVAL_SEED,
         )
         sets[name] = world.sample_batch(data_args.eval_sequences)["pixel_values"]
@@ -235,7 +224,7 @@ def build_eval_pixels(digits: MnistDigits, data_args: EpmJepaDataArguments, imag
 # ------------------------------------------------------------------------------------------------ reproduction
 
 # Shared by every run of the reproduction; `hf-jepa train epm-jepa` uses the pretraining values by default.
-TRAINING_DEFAULTS = dict(max_steps=600, per_device_batch_size=32, learning_rate=2e-3, weight_decay=0.05,
+TRAINING_DEFAULTS = dict(max_steps=2000, per_device_batch_size=32, learning_rate=2e-3, weight_decay=0.05,
                          warmup_steps=50, mixed_precision="bf16", logging_steps=50)
 ADAPT_DEFAULTS = dict(per_device_batch_size=32, learning_rate=1e-3, weight_decay=0.0, warmup_steps=0,
                       mixed_precision="bf16", logging_steps=5)
@@ -243,6 +232,8 @@ TRACKS_IN_ORDER = ("vanilla", "ei", "epm")
 PAPER_D_SHIFT = {"vanilla": 0.8000, "ei": 0.8238, "epm": 0.7848}
 PAPER_D_SHIFT_STD = {"epm": 0.0078}
 OUTCOME_THRESHOLD_PERCENT = 5.0
+# `full` is the configuration's defaults (the GPU-size model).
+PRESETS = {"tiny": EpmJepaConfig.tiny, "cpu_fast": EpmJepaConfig.cpu_fast, "full": EpmJepaConfig}
 
 
 def relative_improvement(ours: float, theirs: float) -> float:
@@ -338,28 +329,31 @@ def reproduce_epm_jepa(
     from .trainer import JepaTrainer, TrainingArguments
 
     output_dir = Path(output_dir or "outputs/reproduce-epm-jepa")
-    digits = MnistDigits(data)
+    splits = MnistSplits(data)
     if quick:
         preset, pretrain_steps, experience_steps = "tiny", 4, 4
     pretrain_steps = pretrain_steps or TRAINING_DEFAULTS["max_steps"]
-    base_config = getattr(EpmJepaConfig, preset)(track="vanilla")
+    if preset not in PRESETS:
+        raise ValueError(f"preset must be one of {sorted(PRESETS)}, got {preset!r}")
+    make_config = PRESETS[preset]
+    base_config = make_config(track="vanilla")
     data_args = EpmJepaDataArguments(data=data, eval_sequences=16 if quick else 256)
-    eval_pixels = build_eval_pixels(digits, data_args, base_config.image_size)
+    eval_pixels = build_eval_pixels(splits, data_args, base_config.image_size)
     runs, histories = [], {}
     for seed in seeds:
         base_dir = output_dir / f"seed{seed}" / "base"
         logger.info("Seed %d: pretraining the shared vanilla base (%d steps, g = 0)", seed, pretrain_steps)
         settings = {**TRAINING_DEFAULTS, "max_steps": pretrain_steps, "logging_steps": max(1, pretrain_steps // 10)}
-        recipe = EpmJepaRecipe(base_config, data_args, seed=seed, digits=digits, eval_pixels=eval_pixels)
+        recipe = EpmJepaRecipe(base_config, data_args, seed=seed, splits=splits, eval_pixels=eval_pixels)
         metrics = JepaTrainer(recipe, TrainingArguments(output_dir=str(base_dir), seed=seed, **settings)).train().metrics
         runs.append({**metrics, "track": "base", "seed": seed})
         for track in tracks:
             adapt_args = EpmJepaDataArguments(**{**asdict(data_args), "stage": "adapt", "init_from": str(base_dir),
                                                  "eval_every": 1 if quick else 10})
-            config = getattr(EpmJepaConfig, preset)(track=track)
+            config = make_config(track=track)
             settings = {**ADAPT_DEFAULTS, "max_steps": experience_steps,
                         "logging_steps": 1 if quick else ADAPT_DEFAULTS["logging_steps"]}
-            recipe = EpmJepaRecipe(config, adapt_args, seed=seed, digits=digits, eval_pixels=eval_pixels)
+            recipe = EpmJepaRecipe(config, adapt_args, seed=seed, splits=splits, eval_pixels=eval_pixels)
             run_dir = output_dir / f"seed{seed}" / track
             logger.info("Seed %d, track %s: %d experience steps on the shifted distribution", seed, track, experience_steps)
             metrics = JepaTrainer(recipe, TrainingArguments(output_dir=str(run_dir), seed=seed, **settings)).train().metrics
@@ -367,7 +361,7 @@ def reproduce_epm_jepa(
             histories.setdefault(track, []).append(recipe.history)
     summary = summarize_runs(runs)
     summary.update(experience_steps=experience_steps, pretrain_steps=pretrain_steps, seeds=list(seeds), preset=preset,
-                   data_source=digits.source, quick=quick)
+                   data_source=splits.source, quick=quick)
     output_dir.mkdir(parents=True, exist_ok=True)
     plot_world_model_diagnostics({TRACK_NAMES[t]: _mean_history(h) for t, h in histories.items()},
                                  output_dir / "diagnostics.png",
@@ -395,7 +389,6 @@ def _mean_history(histories: list[list[dict]]) -> list[dict]:
 __all__ = [
     "EpmJepaDataArguments",
     "EpmJepaRecipe",
-    "MnistDigits",
     "TRAINING_DEFAULTS",
     "build_eval_pixels",
     "format_results_table",

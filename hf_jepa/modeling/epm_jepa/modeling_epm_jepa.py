@@ -623,7 +623,9 @@ class EpmJepaModel(EpmJepaPreTrainedModel):
         """`e_agg` for `(N, latent_dim)` current latents from the buffer's valid entries (None for track A)."""
         if self.experience_encoder is None:
             return None
-        return self.experience_encoder(current_latent, self.experience_buffer.valid_entries())
+        # A copy: autograd keeps the entries for the backward pass, and a boundary event rewrites the buffer in
+        # place before it runs.
+        return self.experience_encoder(current_latent, self.experience_buffer.valid_entries().clone())
 
     def lora_modulation(self, experience: torch.Tensor) -> torch.Tensor:
         """Track C: `(N, memory_dim)` `e_agg` -> `(N, num_lora_layers, lora_rank)` diagonals `d`."""

@@ -1,0 +1,169 @@
+"""EPM-JEPA through the shared trainer: pretraining learns dynamics, the experience phase freezes what the protocol
+says, two processes keep buffers and weights identical, and the reproduction writes its table and plot."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from hf_jepa import EpmJepaConfig, EpmJepaModel
+from hf_jepa.trainers.epm_jepa import (
+    EpmJepaDataArguments,
+    EpmJepaRecipe,
+    format_results_table,
+    preregistered_outcome,
+    relative_improvement,
+    reproduce_epm_jepa,
+    set_trainable_parts,
+    summarize_runs,
+)
+from hf_jepa.trainers.trainer import JepaTrainer, TrainingArguments
+
+
+def _train(recipe, output_dir, **overrides):
+    settings = dict(output_dir=str(output_dir), max_steps=4, per_device_batch_size=4, learning_rate=2e-3,
+                    warmup_steps=0, logging_steps=2, disable_progress_bar=True)
+    settings.update(overrides)
+    return JepaTrainer(recipe, TrainingArguments(**settings)).train()
+
+
+@pytest.fixture(scope="module")
+def tiny_base(embedded_splits, tmp_path_factory):
+    """A tiny vanilla model pretrained a few steps on g = 0 and saved (the base every track adapts from)."""
+    output_dir = tmp_path_factory.mktemp("epm-base")
+    data_args = EpmJepaDataArguments(data="embedded", eval_sequences=8, sequence_length=6)
+    recipe = EpmJepaRecipe(EpmJepaConfig.tiny(track="vanilla"), data_args, splits=embedded_splits)
+    result = _train(recipe, output_dir, max_steps=6)
+    return output_dir, result
+
+
+def test_pretraining_saves_model_metrics_card_and_logs(tiny_base):
+    output_dir, result = tiny_base
+    for name in ("model.safetensors", "config.json", "README.md", "eval_results.json", "diagnostics.jsonl"):
+        assert (output_dir / name).is_file(), name
+    metrics = json.loads((output_dir / "eval_results.json").read_text())
+    assert metrics["stage"] == "pretrain" and metrics["track"] == "vanilla"
+    assert 0 < metrics["d_shift"] and 0 < metrics["d_shift_copy_last"]
+    records = [json.loads(line) for line in (output_dir / "diagnostics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [2, 4, 6] and all("ema_target_drift" in r for r in records)
+
+
+@pytest.mark.parametrize("track", ["vanilla", "ei", "epm"])
+def test_experience_phase_trains_only_what_the_protocol_says(tiny_base, embedded_splits, tmp_path, track):
+    base_dir, _ = tiny_base
+    base = EpmJepaModel.from_pretrained(base_dir)
+    data_args = EpmJepaDataArguments(data="embedded", stage="adapt", init_from=str(base_dir), eval_sequences=8,
+                                     sequence_length=6, eval_every=2)
+    recipe = EpmJepaRecipe(EpmJepaConfig.tiny(track=track), data_args, splits=embedded_splits)
+    result = _train(recipe, tmp_path, learning_rate=1e-2)
+    model = result.model
+    frozen_base = {k: v for k, v in base.state_dict().items() if k.startswith("predictor.")}
+    adapted = {EpmJepaModel._shared_name(k): v for k, v in model.state_dict().items() if EpmJepaModel._shared_name(k)}
+    changed = [k for k, v in frozen_base.items() if not torch.equal(v, adapted[k])]
+    # Track A adapts its predictor; B and C keep the predictor base frozen and learn their memory pathway.
+    assert bool(changed) == (track == "vanilla")
+    assert not torch.equal(base.context_encoder.projection.weight, model.context_encoder.projection.weight)
+    if track != "vanilla":
+        assert model.experience_buffer.occupancy > 0  # the shifted batches fired the gate
+    if track == "epm":
+        assert (tmp_path / "experience_adapter" / "adapter_model.safetensors").is_file()
+        assert any(layer.lora_B["experience"].weight.abs().sum() > 0 for layer in model._lora_layers)
+    # D_shift(n) was measured at n = 0, 2, 4; at n = 0 every track is exactly the base.
+    curve = [(r["step"], r["d_shift"]) for r in recipe.history if "d_shift" in r]
+    assert [step for step, _ in curve] == [0, 2, 4]
+    assert (tmp_path / "diagnostics.png").stat().st_size > 10_000
+
+
+def test_trainable_parts_per_stage_and_track():
+    parts = {track: set_trainable_parts(EpmJepaModel(EpmJepaConfig.tiny(track=track)), "adapt")
+             for track in ("vanilla", "ei", "epm")}
+    assert parts["vanilla"] == ["context_encoder", "predictor"]
+    assert parts["ei"] == ["context_encoder", "experience_encoder", "experience_injection"]
+    assert parts["epm"] == ["context_encoder", "experience_encoder", "hypernetwork", "predictor LoRA"]
+    model = EpmJepaModel(EpmJepaConfig.tiny(track="epm"))
+    assert "target_encoder" not in set_trainable_parts(model, "pretrain")
+    assert set_trainable_parts(model, "adapt", adapt_encoder=False)[0] == "experience_encoder"
+
+
+def test_adapt_stage_needs_a_base():
+    with pytest.raises(ValueError, match="init_from"):
+        EpmJepaDataArguments(stage="adapt")
+    with pytest.raises(ValueError, match="stage"):
+        EpmJepaDataArguments(stage="finetune")
+
+
+def test_outcome_classes_and_summary_by_hand():
+    assert relative_improvement(0.7848, 0.8238) == pytest.approx(4.734, abs=1e-3)  # the paper's C vs B
+    assert preregistered_outcome(4.74).startswith("C")
+    assert preregistered_outcome(5.01).startswith("A") and preregistered_outcome(-5.01).startswith("B")
+    runs = [{"track": t, "d_shift": v} for t, vs in {"vanilla": [0.8, 0.82], "ei": [0.9, 0.86], "epm": [0.7, 0.72]}.items()
+            for v in vs]
+    summary = summarize_runs(runs)
+    assert summary["tracks"]["ei"]["d_shift_mean"] == pytest.approx(0.88)
+    assert summary["tracks"]["ei"]["d_shift_std"] == pytest.approx(0.028284, abs=1e-6)  # sample std of 0.9, 0.86
+    assert summary["delta_c_vs_b_percent"] == pytest.approx(100 * (0.88 - 0.71) / 0.88)
+    assert summary["outcome"].startswith("A")
+    table = format_results_table(summary)
+    assert "0.7100 +- 0.0141" in table and "0.7848 +- 0.0078" in table
+
+
+def test_quick_reproduction_writes_table_plot_and_runs(embedded_splits, tmp_path):
+    summary = reproduce_epm_jepa(data="embedded", output_dir=str(tmp_path), quick=True, seeds=(0,))
+    assert set(summary["tracks"]) == {"vanilla", "ei", "epm"} and "outcome" in summary
+    assert (tmp_path / "results.md").read_text().startswith("| Track |")
+    assert (tmp_path / "diagnostics.png").stat().st_size > 10_000
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert {r["track"] for r in saved["runs"]} == {"base", "vanilla", "ei", "epm"}
+    # Every track started from the same base: identical D_shift at n = 0.
+    starts = {r["track"]: r for r in saved["runs"]}
+    assert all(Path(r.get("model_dir", tmp_path)).exists() for r in starts.values())
+
+
+@pytest.mark.slow
+def test_pretraining_learns_dynamics_and_the_gate_separates_the_shift(mnist_path, tmp_path):
+    """cpu_fast, 500 steps on real MNIST (~1 min): beats copying the last latent, the shift raises the error, and
+    the gate (calibrated on g = 0) fires on shifted batches more often than on unshifted ones."""
+    data_args = EpmJepaDataArguments(data=str(mnist_path), eval_sequences=128)
+    recipe = EpmJepaRecipe(EpmJepaConfig.cpu_fast(track="vanilla"), data_args)
+    metrics = _train(recipe, tmp_path, max_steps=500, per_device_batch_size=32, warmup_steps=50,
+                     mixed_precision="bf16", logging_steps=100).metrics
+    assert metrics["d_train"] < 0.6 * metrics["d_train_copy_last"]
+    assert metrics["d_shift"] > 1.3 * metrics["d_train"]
+    assert metrics["gate_fire_rate_shift"] > metrics["gate_fire_rate_train"]
+
+
+# ------------------------------------------------------------------------------------------------- two processes
+
+
+def _two_process_worker(output_dir, base_dir, splits):
+    import faulthandler
+
+    import torch.distributed as dist
+    from safetensors.torch import save_file
+
+    faulthandler.dump_traceback_later(240, exit=True)
+    torch.set_num_threads(1)
+    rank = dist.get_rank()
+    data_args = EpmJepaDataArguments(data="embedded", stage="adapt", init_from=base_dir, eval_sequences=8,
+                                     sequence_length=6, eval_every=0, plot=False)
+    recipe = EpmJepaRecipe(EpmJepaConfig.tiny(track="epm"), data_args, splits=splits)
+    model = _train(recipe, Path(output_dir) / "run", learning_rate=1e-2).model
+    state = {k: v.contiguous() for k, v in model.state_dict().items()}
+    state["experience_buffer.entries"] = model.experience_buffer.entries.clone()
+    state["experience_buffer.num_writes"] = model.experience_buffer.num_writes.clone()
+    save_file(state, f"{output_dir}/rank{rank}.safetensors")
+    faulthandler.cancel_dump_traceback_later()
+
+
+def test_two_processes_keep_weights_and_experience_buffers_identical(tiny_base, embedded_splits, tmp_path):
+    from accelerate import PartialState, debug_launcher
+    from safetensors.torch import load_file
+
+    base_dir, _ = tiny_base
+    PartialState(cpu=True)
+    debug_launcher(_two_process_worker, args=(str(tmp_path), str(base_dir), embedded_splits), num_processes=2)
+    states = [load_file(str(tmp_path / f"rank{r}.safetensors")) for r in (0, 1)]
+    assert int(states[0]["experience_buffer.num_writes"]) > 0
+    for key in states[0]:
+        assert torch.equal(states[0][key], states[1][key]), key
