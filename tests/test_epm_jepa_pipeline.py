@@ -72,7 +72,11 @@ def reference(model: EpmJepaModel, frames: np.ndarray, warm: bool = False) -> tu
     if warm:
         model.warm_experience(pixel_values)
     predicted = model.predict_next_latent(pixel_values)[0].tolist()
-    surprisal = model(pixel_values, update_experience=False).surprisal[0].tolist() if len(frames) > K else []
+    surprisal = []
+    if len(frames) > K:
+        with warnings.catch_warnings():  # one scored step: the model's sigma_embed (a std over 1 row) warns
+            warnings.filterwarnings("ignore", message=r"std\(\): degrees of freedom", category=UserWarning)
+            surprisal = model(pixel_values, update_experience=False).surprisal[0].tolist()
     model.train(was_training)
     return predicted, surprisal
 

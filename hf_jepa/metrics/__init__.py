@@ -2,6 +2,20 @@
 
 from pathlib import Path
 
+from .collapse import (
+    CollapseDiagnostics,
+    CollapseWatchdog,
+    DiagnosticsHistory,
+    centroid_loss_decomposition,
+    cosine_similarity_stats,
+    detect_loss_divergence,
+    effective_rank,
+    embedding_std,
+    irreducible_conditional_variance,
+    mi_proxy,
+    mi_proxy_details,
+    plot_failure_signature,
+)
 from .modular_arithmetic import (
     evaluate_modular_arithmetic,
     modular_accuracy,
@@ -40,6 +54,18 @@ def load_metric(name: str, **kwargs):
 
 
 __all__ = [
+    "CollapseDiagnostics",
+    "CollapseWatchdog",
+    "DiagnosticsHistory",
+    "centroid_loss_decomposition",
+    "cosine_similarity_stats",
+    "detect_loss_divergence",
+    "effective_rank",
+    "embedding_std",
+    "irreducible_conditional_variance",
+    "mi_proxy",
+    "mi_proxy_details",
+    "plot_failure_signature",
     "SIGMA_EMBED_SAFETY_THRESHOLD",
     "evaluate_world_model",
     "normalized_prediction_error",

@@ -94,11 +94,11 @@ def plot_world_model_diagnostics(histories: dict[str, list[dict]], path, title: 
 
     figure, axes = plt.subplots(2, 3, figsize=(15, 8))
     for axis, (key, name, ylabel) in zip(axes.flat, _DIAGNOSTIC_PANELS):
-        for run, records in histories.items():
+        for index, (run, records) in enumerate(histories.items()):
             points = [(r["step"], r[key]) for r in records if r.get(key) is not None]
             if points:
                 steps, values = zip(*points)
-                axis.plot(steps, values, marker="o", ms=3, label=run)
+                axis.plot(steps, values, marker="o", ms=3, label=run, color=f"C{index}")  # one colour per run
         if key == "sigma_embed":
             axis.axhline(SIGMA_EMBED_SAFETY_THRESHOLD, color="red", ls="--", lw=1, label="safety threshold 0.5")
         axis.set_title(name, fontsize=10)

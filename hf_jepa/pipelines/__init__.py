@@ -3,6 +3,7 @@
 from transformers import AutoModel
 from transformers.pipelines import PIPELINE_REGISTRY
 
+from .feature_extraction import JepaFeatureExtractionPipeline
 from .latent_world_model import LatentWorldModelPipeline
 from .modular_arithmetic import ModularArithmeticPipeline
 
@@ -16,5 +17,11 @@ PIPELINE_REGISTRY.register_pipeline(
     "latent-world-model", pipeline_class=LatentWorldModelPipeline, pt_model=AutoModel, type="video"
 )
 
+# "multimodal": transformers' type for tasks taking more than one modality; this one takes text (T-JEPA) or images
+# (I-JEPA) depending on the model.
+PIPELINE_REGISTRY.register_pipeline(
+    "jepa-feature-extraction", pipeline_class=JepaFeatureExtractionPipeline, pt_model=AutoModel, type="multimodal"
+)
 
-__all__ = ["LatentWorldModelPipeline", "ModularArithmeticPipeline"]
+
+__all__ = ["JepaFeatureExtractionPipeline", "LatentWorldModelPipeline", "ModularArithmeticPipeline"]

@@ -15,7 +15,6 @@ This file imports only numpy, torch, PIL and transformers (no relative or `hf_je
 copies it next to the weights so `pipeline(model=dir, trust_remote_code=True)` works where hf_jepa is not installed.
 """
 
-import warnings
 
 import numpy as np
 import torch
@@ -47,7 +46,8 @@ def _is_frame(value) -> bool:
 def _numpy_to_tensor(array: np.ndarray, where: str) -> torch.Tensor:
     """A tensor sharing the array's memory when possible (a copy when it is read-only or not contiguous). Integer
     arrays other than uint8 are range-checked and converted to uint8 here (torch lacks ops for some of them)."""
-    if array.dtype != np.bool_ and not np.issubdtype(array.dtype, np.integer) and not np.issubdtype(array.dtype, np.floating):
+    kind = array.dtype
+    if kind != np.bool_ and not np.issubdtype(kind, np.integer) and not np.issubdtype(kind, np.floating):
         raise TypeError(f"{where}: frames must hold uint8 pixels (0..255) or floats in [0, 1], got dtype {array.dtype}")
     if np.issubdtype(array.dtype, np.integer) and array.dtype != np.uint8:
         if array.size and (array.min() < 0 or array.max() > 255):
@@ -200,7 +200,9 @@ class LatentWorldModelPipeline(Pipeline):
         where = "inputs" if index is None else f"inputs[{index}]"
         if isinstance(sequence, (list, tuple)):
             if len(sequence) == 0:
-                raise ValueError(f"{where}: a sequence needs at least context_length={self.context_length} frames, got 0")
+                raise ValueError(
+                    f"{where}: a sequence needs at least context_length={self.context_length} frames, got 0"
+                )
             if not all(_is_frame(frame) for frame in sequence):
                 kinds = sorted({type(frame).__name__ for frame in sequence})
                 raise TypeError(
@@ -294,11 +296,7 @@ class LatentWorldModelPipeline(Pipeline):
                 model.warm_experience(pixel_values, gated=False)
             predicted_latent = model.predict_next_latent(pixel_values)
             if pixel_values.shape[1] > self.context_length:
-                with warnings.catch_warnings():
-                    # One scored step leaves the forward's sigma_embed diagnostic (a std over predictions) undefined;
-                    # torch warns about it, but the pipeline does not use it.
-                    warnings.filterwarnings("ignore", message=r"std\(\): degrees of freedom", category=UserWarning)
-                    output = model(pixel_values=pixel_values, update_experience=False, return_dict=True)
+                output = model(pixel_values=pixel_values, update_experience=False, return_dict=True)
                 surprisal = output.surprisal
             else:
                 surprisal = predicted_latent.new_zeros((pixel_values.shape[0], 0), dtype=torch.float32)

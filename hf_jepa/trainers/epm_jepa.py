@@ -115,6 +115,7 @@ class EpmJepaRecipe:
             num_digits=args.num_digits, gravity=gravity, canvas_size=config.image_size, seed=seed,
         )
         self._eval_pixels = eval_pixels
+        self._built = False
         self.history: list[dict] = []
         self._target_snapshot: list[torch.Tensor] | None = None
         logger.info("EPM-JEPA %s stage, track %s: training sequences with gravity %s from %s", args.stage,
@@ -138,6 +139,7 @@ class EpmJepaRecipe:
             overrides = {field: getattr(self.config, field) for field in EXPERIENCE_FIELDS}
             model = EpmJepaModel.from_base(args.init_from, **overrides)
             self.config = model.config
+        self._built = True
         parts = set_trainable_parts(model, args.stage, args.adapt_encoder)
         logger.info("Trainable parts: %s", ", ".join(parts))
         self._target_snapshot = [p.detach().clone() for p in model.target_encoder.parameters()]
@@ -177,7 +179,6 @@ class EpmJepaRecipe:
         train = evaluate_world_model(model, pixels["train"])
         metrics: dict[str, Any] = {
             "track": model.config.track,
-            "stage": self.data_args.stage,
             "d_shift": shift["normalized_error"],
             "d_shift_copy_last": shift["copy_last_error"],
             "d_train": train["normalized_error"],
@@ -188,6 +189,8 @@ class EpmJepaRecipe:
             "eval_predictions": shift["num_predictions"],
             "data_source": self.splits.source,
         }
+        if self._built:  # a training run of this recipe (not `hf-jepa eval` of a saved model, whose stage is unknown)
+            metrics["stage"] = self.data_args.stage
         if model.experience_buffer is not None:
             metrics["buffer_occupancy"] = model.experience_buffer.occupancy / model.experience_buffer.capacity
             metrics["buffer_turnover"] = int(model.experience_buffer.num_writes) / model.experience_buffer.capacity
@@ -247,7 +250,7 @@ def preregistered_outcome(delta_c_vs_b: float, threshold: float = OUTCOME_THRESH
         return "A (EPM better than EI by > 5%)"
     if delta_c_vs_b < -threshold:
         return "B (EPM worse than EI by > 5%)"
-    return "C (null: |delta| < 5%)"
+    return "C (null: abs(delta) < 5%)"
 
 
 def _mean_std(values: list[float]) -> tuple[float, float]:
@@ -280,7 +283,8 @@ def summarize_runs(runs: list[dict]) -> dict[str, Any]:
 
 def format_results_table(summary: dict[str, Any]) -> str:
     """Markdown: D_shift per track (ours mean +- std over seeds, the paper's beside), deltas, outcome, references."""
-    lines = ["| Track | D_shift(n=50), ours | per seed | paper |", "|---|---:|---|---:|"]
+    n = summary.get("experience_steps", 50)
+    lines = [f"| Track | D_shift(n={n}), ours | per seed | paper (n=50) |", "|---|---:|---|---:|"]
     for track, stats in summary["tracks"].items():
         paper = PAPER_D_SHIFT[track]
         paper_text = f"{paper:.4f}" + (f" +- {PAPER_D_SHIFT_STD[track]:.4f}" if track in PAPER_D_SHIFT_STD else "")
@@ -339,7 +343,7 @@ def reproduce_epm_jepa(
     base_config = make_config(track="vanilla")
     data_args = EpmJepaDataArguments(data=data, eval_sequences=16 if quick else 256)
     eval_pixels = build_eval_pixels(splits, data_args, base_config.image_size)
-    runs, histories = [], {}
+    runs, histories, first_seed_runs = [], {}, []
     for seed in seeds:
         base_dir = output_dir / f"seed{seed}" / "base"
         logger.info("Seed %d: pretraining the shared vanilla base (%d steps, g = 0)", seed, pretrain_steps)
@@ -356,9 +360,12 @@ def reproduce_epm_jepa(
             recipe = EpmJepaRecipe(config, adapt_args, seed=seed, splits=splits, eval_pixels=eval_pixels)
             run_dir = output_dir / f"seed{seed}" / track
             logger.info("Seed %d, track %s: %d experience steps on the shifted distribution", seed, track, experience_steps)
-            metrics = JepaTrainer(recipe, TrainingArguments(output_dir=str(run_dir), seed=seed, **settings)).train().metrics
+            training_args = TrainingArguments(output_dir=str(run_dir), seed=seed, **settings)
+            metrics = JepaTrainer(recipe, training_args).train().metrics
             runs.append({**metrics, "track": track, "seed": seed, "model_dir": str(run_dir)})
             histories.setdefault(track, []).append(recipe.history)
+            if seed == seeds[0]:
+                first_seed_runs.append((run_dir, metrics, training_args, adapt_args))
     summary = summarize_runs(runs)
     summary.update(experience_steps=experience_steps, pretrain_steps=pretrain_steps, seeds=list(seeds), preset=preset,
                    data_source=splits.source, quick=quick)
@@ -368,6 +375,14 @@ def reproduce_epm_jepa(
                                  title=f"EPM-JEPA experience phase (mean over {len(seeds)} seeds)")
     (output_dir / "results.json").write_text(json.dumps({"summary": summary, "runs": runs}, indent=2, default=str))
     (output_dir / "results.md").write_text(format_results_table(summary) + "\n")
+    # The first seed's model of each track ships with the whole comparison on its card.
+    from ..hub import render_epm_jepa_card
+
+    for run_dir, metrics, training_args, adapt_args in first_seed_runs:
+        config = EpmJepaConfig.from_pretrained(run_dir)
+        card = render_epm_jepa_card(config, metrics, training_args=training_args, data_args=adapt_args,
+                                    reproduction=summary)
+        card.save(str(run_dir / "README.md"))
     return summary
 
 

@@ -345,8 +345,10 @@ def vicreg_covariance_loss(latent: torch.Tensor) -> torch.Tensor:
 
 
 def embedding_spread(latents: torch.Tensor) -> torch.Tensor:
-    """Mean over dimensions of the per-dimension standard deviation over all rows of `(..., dim)` latents."""
-    return latents.detach().float().flatten(0, -2).std(dim=0).mean()
+    """Mean over dimensions of the per-dimension standard deviation over all rows of `(..., dim)` latents (NaN for a
+    single row, which has no spread to measure)."""
+    rows = latents.detach().float().flatten(0, -2)
+    return rows.std(dim=0).mean() if rows.shape[0] > 1 else rows.new_full((), float("nan"))
 
 
 # -------------------------------------------------------------------------------------------------------------- model
@@ -761,7 +763,9 @@ class EpmJepaModel(EpmJepaPreTrainedModel):
         surprisal = (predicted.detach().float() - target_latents.float()).pow(2).mean(-1)
 
         parts = {"prediction_loss": F.mse_loss(predicted.float(), target_latents.float())}
-        gathered = _gather_with_grad(context_latents.flatten(0, 1).float())
+        # Global-batch statistics while training; evaluation may run on one rank alone, so it must not gather.
+        flat = context_latents.flatten(0, 1).float()
+        gathered = _gather_with_grad(flat) if self.training else flat
         parts["variance_loss"] = vicreg_variance_loss(gathered)
         parts["covariance_loss"] = vicreg_covariance_loss(gathered)
         loss = (

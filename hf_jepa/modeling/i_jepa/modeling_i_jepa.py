@@ -1,0 +1,411 @@
+"""I-JEPA (Assran et al., 2023, facebookresearch/ijepa) as a transformers model: ViT context encoder, EMA target
+encoder, narrow predictor and the latent regression loss.
+
+transformers ships its own `IJepaModel` (`model_type="ijepa"`): an encoder only, for inference with the released
+checkpoints. This model (`model_type="i_jepa"`) adds what pre-training needs: the predictor, the EMA target encoder
+(frozen, always in eval mode; the trainer updates it through `ema_pairs()`) and the loss.
+
+Encoder (context and target are two copies): transformers' `ViTPatchEmbeddings` (a stride-`patch` convolution),
+plus FIXED 2-D sin-cos position embeddings (I-JEPA's `pos_embed`, never trained; a non-persistent buffer recomputed in
+`_init_weights`), then transformers' `ViTLayer` blocks and a final LayerNorm. There is no CLS token (I-JEPA has none):
+`ViTModel`'s embeddings always prepend one and add learned position embeddings, so they are not used; only the patch
+embedding, the layers and the norm are reused. The context encoder embeds every patch, then keeps the context
+patches only (gather by index) before the first layer: target patches, and patches outside the context block, never
+reach attention.
+
+Patch indices are row-major over the `grid x grid` patch grid: patch `(row, col)` has index `row * grid + col`.
+
+Predictor (I-JEPA's `VisionTransformerPredictor`): linear to a narrower width, plus fixed 2-D sin-cos position
+embeddings at the context positions; ONE learned mask token plus the sin-cos embedding of each target position; for
+each target block separately, transformer blocks over `[context tokens; that block's mask tokens]` (batched by
+repeating the context once per block, block-major, as the reference's `repeat_interleave_batch` does); a final norm;
+the mask-token outputs only; a linear layer back to the encoder width.
+
+Loss: `F.layer_norm(target_encoder(all patches), (D,))` gathered at each target block; smooth L1 (the reference code)
+or MSE per block, averaged over blocks (equal to the reference's mean over all blocks since blocks have equal sizes).
+
+This file imports only torch and transformers so that `trust_remote_code` export works.
+"""
+
+import copy
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import PreTrainedModel
+from transformers import initialization as init
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.models.vit.modeling_vit import ViTLayer, ViTPatchEmbeddings
+from transformers.utils import ModelOutput
+
+from .configuration_i_jepa import IJepaConfig
+
+
+@dataclass
+class IJepaOutput(ModelOutput):
+    """
+    Output of [`IJepaModel`].
+
+    Args:
+        loss: the regression loss, averaged over target blocks.
+        predictions: `(batch, num_blocks, num_target_patches, hidden)` predicted target representations.
+        targets: the matching `(batch, num_blocks, num_target_patches, hidden)` target encoder representations
+            (layer-normalised when `config.normalize_targets`), detached.
+        last_hidden_state: `(batch, num_context_patches, hidden)` context encoder output on the context patches.
+        block_losses: `(num_blocks,)` the loss of each target block (detached).
+    """
+
+    loss: torch.FloatTensor | None = None
+    predictions: torch.FloatTensor | None = None
+    targets: torch.FloatTensor | None = None
+    last_hidden_state: torch.FloatTensor | None = None
+    block_losses: torch.FloatTensor | None = None
+
+
+def sincos_2d_position_embeddings(dim: int, grid_size: int, device=None) -> torch.Tensor:
+    """I-JEPA's (MAE's) fixed 2-D sin-cos table, `(grid_size**2, dim)` float32, rows in row-major patch order.
+
+    As the reference `get_2d_sincos_pos_embed` (numpy `meshgrid(grid_w, grid_h)`): the first `dim/2` features encode
+    the patch's COLUMN, the last `dim/2` its ROW; each half is `[sin(p * w_k), cos(p * w_k)]` with
+    `w_k = 1 / 10000**(k / (dim/4))`, `k = 0 .. dim/4 - 1`. Computed in float64, as the reference does."""
+    if dim % 4:
+        raise ValueError(f"2-D sin-cos position embeddings need a width divisible by 4, got {dim}")
+    quarter = dim // 4
+    omega = 1.0 / 10000 ** (torch.arange(quarter, dtype=torch.float64, device=device) / quarter)
+    coords = torch.arange(grid_size, dtype=torch.float64, device=device)
+    rows, cols = torch.meshgrid(coords, coords, indexing="ij")
+
+    def one_d(positions):
+        angles = positions.reshape(-1, 1) * omega[None]
+        return torch.cat([torch.sin(angles), torch.cos(angles)], dim=1)
+
+    return torch.cat([one_d(cols), one_d(rows)], dim=1).float()
+
+
+def gather_patches(hidden: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
+    """`hidden[b, indices[b, ...]]`: `(B, N, D)` and integer `(B, *shape)` -> `(B, *shape, D)`."""
+    batch, dim = hidden.shape[0], hidden.shape[-1]
+    flat = indices.reshape(batch, -1)
+    gathered = torch.gather(hidden, 1, flat[..., None].expand(-1, -1, dim))
+    return gathered.reshape(*indices.shape, dim)
+
+
+# --------------------------------------------------------------------------------------------------------- encoder
+
+
+class IJepaEncoder(nn.Module):
+    """ViT without a CLS token: patch embedding + fixed sin-cos positions, an optional gather of the kept patches,
+    transformers' `ViTLayer` blocks and a final LayerNorm."""
+
+    def __init__(self, config: IJepaConfig):
+        super().__init__()
+        backbone = config.backbone_config
+        self.grid_size = config.grid_size
+        self.patch_embeddings = ViTPatchEmbeddings(backbone)
+        self.register_buffer(
+            "position_embeddings", sincos_2d_position_embeddings(backbone.hidden_size, self.grid_size),
+            persistent=False,
+        )
+        self.layers = nn.ModuleList([ViTLayer(backbone) for _ in range(backbone.num_hidden_layers)])
+        self.layernorm = nn.LayerNorm(backbone.hidden_size, eps=backbone.layer_norm_eps)
+
+    def forward(self, pixel_values: torch.Tensor, patch_indices: torch.Tensor | None = None) -> torch.Tensor:
+        """`(B, C, H, W)` -> `(B, N, D)` over all patches, or `(B, K, D)` over `patch_indices` `(B, K)` only."""
+        weight = self.patch_embeddings.projection.weight
+        hidden = self.patch_embeddings(pixel_values.to(weight.dtype))
+        hidden = hidden + self.position_embeddings.to(hidden.dtype)[None]
+        if patch_indices is not None:
+            hidden = gather_patches(hidden, patch_indices)
+        for layer in self.layers:
+            hidden = layer(hidden, None)
+        return self.layernorm(hidden)
+
+
+# ------------------------------------------------------------------------------------------------------- predictor
+
+
+class IJepaPredictorBlock(GradientCheckpointingLayer):
+    """Pre-norm transformer block (I-JEPA's `Block`: qkv with bias, exact GELU MLP), full attention."""
+
+    def __init__(self, config: IJepaConfig):
+        super().__init__()
+        width, self.num_heads = config.predictor_hidden_size, config.predictor_num_heads
+        eps = config.backbone_config.layer_norm_eps
+        self.norm1 = nn.LayerNorm(width, eps=eps)
+        self.qkv = nn.Linear(width, 3 * width)
+        self.proj = nn.Linear(width, width)
+        self.norm2 = nn.LayerNorm(width, eps=eps)
+        hidden = int(width * config.predictor_mlp_ratio)
+        self.fc1 = nn.Linear(width, hidden)
+        self.fc2 = nn.Linear(hidden, width)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        batch, length, width = hidden.shape
+        q, k, v = self.qkv(self.norm1(hidden)).view(batch, length, 3, self.num_heads, -1).permute(2, 0, 3, 1, 4)
+        attended = F.scaled_dot_product_attention(q, k, v)
+        hidden = hidden + self.proj(attended.transpose(1, 2).reshape(batch, length, width))
+        return hidden + self.fc2(F.gelu(self.fc1(self.norm2(hidden))))
+
+
+class IJepaPredictor(nn.Module):
+    """Context states + a mask token at each target position -> predicted target representations, one pass per
+    target block (all blocks batched together)."""
+
+    def __init__(self, config: IJepaConfig):
+        super().__init__()
+        width = config.predictor_hidden_size
+        self.grid_size = config.grid_size
+        self.embed = nn.Linear(config.hidden_size, width)
+        self.mask_token = nn.Parameter(torch.empty(width))
+        self.register_buffer(
+            "position_embeddings", sincos_2d_position_embeddings(width, self.grid_size), persistent=False
+        )
+        self.blocks = nn.ModuleList([IJepaPredictorBlock(config) for _ in range(config.predictor_num_layers)])
+        self.norm = nn.LayerNorm(width, eps=config.backbone_config.layer_norm_eps)
+        self.output = nn.Linear(width, config.hidden_size)
+
+    def forward(self, context_states: torch.Tensor, context_indices: torch.Tensor,
+                target_indices: torch.Tensor) -> torch.Tensor:
+        """`(B, n_ctx, D)` context states at `context_indices` `(B, n_ctx)`; `target_indices` `(B, M, n_tgt)` ->
+        `(B, M, n_tgt, D)` predictions."""
+        batch, num_context = context_indices.shape
+        num_blocks, num_targets = target_indices.shape[1:]
+        hidden = self.embed(context_states)
+        positions = self.position_embeddings.to(hidden.dtype)
+        hidden = hidden + positions[context_indices]
+        # Block-major batch: rows [k * B, (k + 1) * B) hold target block k (the reference's repeat_interleave_batch).
+        hidden = hidden.repeat(num_blocks, 1, 1)
+        block_indices = target_indices.transpose(0, 1).reshape(num_blocks * batch, num_targets)
+        mask_tokens = self.mask_token.to(hidden.dtype) + positions[block_indices]
+        hidden = torch.cat([hidden, mask_tokens], dim=1)
+        for block in self.blocks:
+            hidden = block(hidden)
+        predicted = self.output(self.norm(hidden[:, num_context:]))
+        return predicted.view(num_blocks, batch, num_targets, -1).transpose(0, 1)
+
+
+# -------------------------------------------------------------------------------------------------------- model
+
+
+class IJepaPreTrainedModel(PreTrainedModel):
+    config: IJepaConfig
+    config_class = IJepaConfig
+    base_model_prefix = "i_jepa"
+    main_input_name = "pixel_values"
+    input_modalities = ("image",)
+    supports_gradient_checkpointing = True
+    _no_split_modules = ["ViTLayer", "IJepaPredictorBlock"]
+    _supports_sdpa = True
+
+    def _init_weights(self, module):
+        """I-JEPA's init: truncated normal (std `initializer_range`) for linear and patch-embedding weights, zero
+        biases, unit LayerNorms, truncated-normal mask token; then each block's output projections (attention
+        output, second MLP layer) divided by `sqrt(2 * layer_id)` (the reference's `fix_init_weight`; children are
+        initialised before their parent, so the rescale sees the fresh weights). The fixed sin-cos tables are
+        non-persistent buffers, recomputed here so that they are right after `from_pretrained` too."""
+        std = self.config.initializer_range
+        if isinstance(module, (nn.Linear, nn.Conv2d)):
+            init.trunc_normal_(module.weight, std=std)
+            if module.bias is not None:
+                init.zeros_(module.bias)
+        elif isinstance(module, nn.LayerNorm):
+            init.ones_(module.weight)
+            init.zeros_(module.bias)
+        elif isinstance(module, IJepaEncoder):
+            table = sincos_2d_position_embeddings(module.position_embeddings.shape[-1], module.grid_size)
+            init.copy_(module.position_embeddings, table.to(module.position_embeddings.device))
+            for layer_id, layer in enumerate(module.layers, start=1):
+                for weight in (layer.attention.o_proj.weight, layer.mlp.fc2.weight):
+                    init.copy_(weight, weight / math.sqrt(2.0 * layer_id))
+        elif isinstance(module, IJepaPredictor):
+            init.trunc_normal_(module.mask_token, std=std)
+            table = sincos_2d_position_embeddings(module.position_embeddings.shape[-1], module.grid_size)
+            init.copy_(module.position_embeddings, table.to(module.position_embeddings.device))
+            for layer_id, block in enumerate(module.blocks, start=1):
+                for weight in (block.proj.weight, block.fc2.weight):
+                    init.copy_(weight, weight / math.sqrt(2.0 * layer_id))
+
+
+class IJepaModel(IJepaPreTrainedModel):
+    """
+    I-JEPA pre-training model: a ViT context encoder run on the context patches only, an EMA target encoder (a copy,
+    frozen, always in eval mode) run on all patches, and the predictor; `forward` returns the loss.
+
+    Unlike transformers' encoder-only `IJepaModel` (`model_type="ijepa"`), this one (`model_type="i_jepa"`) adds the
+    predictor, the EMA target encoder and the loss. Evaluate with `embed()`: the target encoder, average-pooled over
+    all patches (I-JEPA has no CLS token).
+    """
+
+    def __init__(self, config: IJepaConfig):
+        super().__init__(config)
+        config.validate()
+        # The encoders are transformers' ViTLayer blocks without a ViT PreTrainedModel around them: hand the resolved
+        # attention implementation (sdpa by default) to the backbone sub-config they read it from.
+        if config.backbone_config._attn_implementation is None:
+            config.backbone_config._attn_implementation_internal = config._attn_implementation
+        self.context_encoder = IJepaEncoder(config)
+        self.target_encoder = copy.deepcopy(self.context_encoder)
+        self.predictor = IJepaPredictor(config)
+        self.post_init()
+        if self.context_encoder.layernorm.weight.device.type != "meta":
+            self.copy_context_to_target()
+        self.freeze_targets()
+
+    # ------------------------------------------------------------------ EMA target housekeeping
+
+    def ema_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
+        """(online, target) module pairs the trainer updates by EMA."""
+        return [(self.context_encoder, self.target_encoder)]
+
+    @torch.no_grad()
+    def copy_context_to_target(self):
+        """Make the EMA target an exact copy of the context encoder (parameters and persistent buffers; the sin-cos
+        table is fixed and identical in both)."""
+        for online, target in self.ema_pairs():
+            target.load_state_dict(online.state_dict())
+
+    def freeze_targets(self):
+        for _, target in self.ema_pairs():
+            target.requires_grad_(False)
+            target.eval()
+
+    def train(self, mode: bool = True):
+        super().train(mode)
+        for _, target in self.ema_pairs():
+            target.eval()
+        return self
+
+    @classmethod
+    def from_pretrained(cls, *args, strict: bool = True, **kwargs):
+        """`PreTrainedModel.from_pretrained`, strict by default (missing, unused or mis-shaped weights raise
+        `ValueError`); the EMA target is re-frozen after loading."""
+        output_loading_info = kwargs.pop("output_loading_info", False)
+        model, loading_info = super().from_pretrained(*args, output_loading_info=True, **kwargs)
+        model.freeze_targets()
+        problems = {k: sorted(str(x) for x in (loading_info.get(k) or ()))
+                    for k in ("missing_keys", "unexpected_keys", "mismatched_keys")}
+        if strict and any(problems.values()):
+            raise ValueError(
+                f"{cls.__name__}.from_pretrained: the checkpoint does not match the config (missing keys: "
+                f"{problems['missing_keys'][:8]}, unexpected keys: {problems['unexpected_keys'][:8]}, mismatched "
+                f"keys: {problems['mismatched_keys'][:8]}). Pass strict=False to load anyway."
+            )
+        return (model, loading_info) if output_loading_info else model
+
+    # ------------------------------------------------------------------ input checks
+
+    def _check_pixel_values(self, pixel_values):
+        config = self.config
+        expected = (config.num_channels, config.image_size, config.image_size)
+        if (not isinstance(pixel_values, torch.Tensor) or pixel_values.ndim != 4
+                or tuple(pixel_values.shape[1:]) != expected or not pixel_values.is_floating_point()):
+            got = tuple(pixel_values.shape) if isinstance(pixel_values, torch.Tensor) else type(pixel_values).__name__
+            dtype = f" {pixel_values.dtype}" if isinstance(pixel_values, torch.Tensor) else ""
+            raise ValueError(
+                f"pixel_values must be a float tensor of shape (batch, C, H, W) = (batch, {expected[0]}, "
+                f"{expected[1]}, {expected[2]}), normalised with mean {config.pixel_mean} and std {config.pixel_std}; "
+                f"got{dtype} {got}"
+            )
+        if pixel_values.shape[0] == 0:
+            raise ValueError("pixel_values is empty: the batch needs at least one image")
+
+    def _check_indices(self, indices, name, ndim, batch):
+        num_patches = self.config.num_patches
+        layout = "(batch, num_context_patches)" if ndim == 2 else "(batch, num_blocks, num_target_patches)"
+        if indices is None:
+            raise ValueError(f"{name} is required: an integer tensor {layout} of row-major patch indices")
+        if not isinstance(indices, torch.Tensor) or indices.is_floating_point() or indices.dtype == torch.bool:
+            raise ValueError(
+                f"{name} must be an integer tensor {layout} of row-major patch indices, got "
+                f"{getattr(indices, 'dtype', type(indices).__name__)}"
+            )
+        if indices.ndim != ndim or indices.shape[0] != batch:
+            hint = " (one target block: target_indices.unsqueeze(1))" if ndim == 3 and indices.ndim == 2 else ""
+            raise ValueError(f"{name} must have shape {layout} with batch {batch}, got {tuple(indices.shape)}{hint}")
+        if any(size == 0 for size in indices.shape[1:]):
+            what = "context patch" if ndim == 2 else "target block with at least one patch"
+            raise ValueError(f"{name} is empty (shape {tuple(indices.shape)}): every image needs at least one {what}")
+        if indices.min() < 0 or indices.max() >= num_patches:
+            raise ValueError(
+                f"{name} holds patch indices in [{int(indices.min())}, {int(indices.max())}], outside [0, "
+                f"{num_patches}) for a {self.config.grid_size} x {self.config.grid_size} patch grid"
+            )
+        ordered = indices.sort(dim=-1).values
+        if (ordered[..., 1:] == ordered[..., :-1]).any():
+            where = "a row" if ndim == 2 else "a target block"
+            raise ValueError(f"{name} repeats a patch index within {where}")
+        return indices.long()
+
+    def _check_inputs(self, pixel_values, context_indices, target_indices):
+        self._check_pixel_values(pixel_values)
+        batch = pixel_values.shape[0]
+        context_indices = self._check_indices(context_indices, "context_indices", 2, batch)
+        target_indices = self._check_indices(target_indices, "target_indices", 3, batch)
+        in_context = torch.zeros(batch, self.config.num_patches, dtype=torch.bool, device=context_indices.device)
+        in_context.scatter_(1, context_indices, True)
+        overlap = torch.gather(in_context, 1, target_indices.reshape(batch, -1).to(in_context.device))
+        if overlap.any():
+            rows = torch.nonzero(overlap.any(1)).flatten().tolist()
+            raise ValueError(
+                f"context_indices and target_indices overlap in rows {rows[:8]}: I-JEPA removes the target blocks "
+                "from the context block, so a target patch may not also be a context patch"
+            )
+        return context_indices, target_indices
+
+    # ------------------------------------------------------------------ building blocks
+
+    def encode(self, pixel_values: torch.Tensor, use_target_encoder: bool = False) -> torch.Tensor:
+        """`(B, num_patches, hidden)` last-layer states over all patches of the context encoder, or of the EMA target
+        encoder."""
+        self._check_pixel_values(pixel_values)
+        encoder = self.target_encoder if use_target_encoder else self.context_encoder
+        with torch.set_grad_enabled(torch.is_grad_enabled() and encoder is self.context_encoder):
+            return encoder(pixel_values)
+
+    def embed(self, pixel_values: torch.Tensor, use_target_encoder: bool = True) -> torch.Tensor:
+        """`(B, hidden)` image embeddings, average-pooled over all patches; from the EMA target encoder by default
+        (I-JEPA evaluates with the target encoder, average-pooled, no CLS token)."""
+        return self.encode(pixel_values, use_target_encoder).mean(dim=1)
+
+    def target_representations(self, pixel_values: torch.Tensor) -> torch.Tensor:
+        """`(B, num_patches, hidden)` target encoder states of the full image, layer-normalised (no affine) when
+        `config.normalize_targets`; no gradient."""
+        with torch.no_grad():
+            hidden = self.target_encoder(pixel_values)
+            return F.layer_norm(hidden, hidden.shape[-1:]) if self.config.normalize_targets else hidden
+
+    def forward(
+        self,
+        pixel_values: torch.Tensor,
+        context_indices: torch.Tensor,
+        target_indices: torch.Tensor,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> IJepaOutput | tuple:
+        r"""
+        pixel_values (`torch.FloatTensor` of shape `(batch, num_channels, image_size, image_size)`): normalised images.
+        context_indices (`torch.LongTensor` of shape `(batch, num_context_patches)`): row-major patch indices
+            (`row * grid + col`) of each image's context patches, distinct within a row. Every image of a batch keeps
+            the same number (I-JEPA's collator truncates to the batch minimum).
+        target_indices (`torch.LongTensor` of shape `(batch, num_blocks, num_target_patches)`): row-major patch
+            indices of each target block, distinct within a block; blocks may overlap each other but not the
+            context. Equal counts across the batch and the blocks (I-JEPA's collator truncates to the minimum).
+        """
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        context_indices, target_indices = self._check_inputs(pixel_values, context_indices, target_indices)
+        context = self.context_encoder(pixel_values, context_indices)
+        predictions = self.predictor(context, context_indices, target_indices)
+        targets = gather_patches(self.target_representations(pixel_values), target_indices)
+        if self.config.loss_type == "mse":
+            per_element = F.mse_loss(predictions.float(), targets.float(), reduction="none")
+        else:
+            per_element = F.smooth_l1_loss(predictions.float(), targets.float(), reduction="none")
+        block_losses = per_element.mean(dim=(0, 2, 3))
+        output = IJepaOutput(loss=block_losses.mean(), predictions=predictions, targets=targets,
+                             last_hidden_state=context, block_losses=block_losses.detach())
+        return output if return_dict else output.to_tuple()
+
+
+__all__ = ["IJepaModel", "IJepaOutput", "IJepaPreTrainedModel", "gather_patches", "sincos_2d_position_embeddings"]

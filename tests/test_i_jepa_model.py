@@ -1,0 +1,454 @@
+"""I-JEPA model: config validation, forward/backward, the context encoder seeing only context patches, per-block
+prediction, the fixed sin-cos tables after loading, bit-exact save/load, strict loading, the frozen EMA target, input
+checks, the full-size ViT-H/16 on the meta device and the trust_remote_code export."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import run_without_hf_jepa
+from transformers import AutoConfig, AutoModel, BertConfig
+
+from hf_jepa import IJepaConfig, IJepaModel, IJepaOutput
+from hf_jepa.modeling.i_jepa.modeling_i_jepa import gather_patches, sincos_2d_position_embeddings
+from hf_jepa.trainers.ema import ema_update_
+
+
+GRID = 4  # tiny: 28 x 28 images, patch 7
+
+
+def tiny(seed=0, **overrides) -> IJepaModel:
+    torch.manual_seed(seed)
+    return IJepaModel(IJepaConfig.tiny(**overrides))
+
+
+def images(batch=3, seed=0):
+    return torch.randn(batch, 1, 28, 28, generator=torch.Generator().manual_seed(seed))
+
+
+def block(row, col, height, width, grid=GRID):
+    """Row-major indices of a `height x width` block of patches with top-left patch (row, col)."""
+    return [r * grid + c for r in range(row, row + height) for c in range(col, col + width)]
+
+
+def masks(batch=3):
+    """Hand-built multi-block masks on the 4 x 4 grid: 2 target blocks of 2 patches (bottom-right region, they
+    overlap each other at patch 15), context = 6 patches of the top half, disjoint from the targets."""
+    target_blocks = [block(3, 2, 1, 2), block(2, 3, 2, 1)]  # [14, 15], [11, 15]
+    context = block(0, 0, 1, 4) + [4, 5]
+    return (torch.tensor([context] * batch), torch.tensor([target_blocks] * batch))
+
+
+def patch_slice(index, patch=7, grid=GRID):
+    row, col = divmod(index, grid)
+    return (slice(None), slice(None), slice(row * patch, (row + 1) * patch), slice(col * patch, (col + 1) * patch))
+
+
+def reference_sincos(embed_dim, grid_size):
+    """facebookresearch/ijepa src/models/vision_transformer.py: get_2d_sincos_pos_embed (cls_token=False)."""
+
+    def one_d(dim, pos):
+        omega = np.arange(dim // 2, dtype=float)
+        omega /= dim / 2.0
+        omega = 1.0 / 10000**omega
+        out = np.einsum("m,d->md", pos.reshape(-1), omega)
+        return np.concatenate([np.sin(out), np.cos(out)], axis=1)
+
+    grid_h = np.arange(grid_size, dtype=float)
+    grid_w = np.arange(grid_size, dtype=float)
+    grid = np.stack(np.meshgrid(grid_w, grid_h), axis=0)
+    emb_h = one_d(embed_dim // 2, grid[0])
+    emb_w = one_d(embed_dim // 2, grid[1])
+    return torch.from_numpy(np.concatenate([emb_h, emb_w], axis=1)).float()
+
+
+def assert_state_dicts_equal(a, b):
+    assert a.keys() == b.keys()
+    for name in a:
+        assert torch.equal(a[name], b[name]), name
+
+
+# ------------------------------------------------------------------------------------------------------- config
+
+
+@pytest.mark.parametrize(
+    "backbone, overrides, field",
+    [
+        (dict(image_size=30), {}, "image_size"),
+        (dict(hidden_size=30, num_attention_heads=3), {}, "hidden_size"),
+        (dict(hidden_size=32, num_attention_heads=3), {}, "num_attention_heads"),
+        ({}, dict(predictor_hidden_size=20, predictor_num_heads=3), "predictor_num_heads"),
+        ({}, dict(predictor_hidden_size=18, predictor_num_heads=2), "predictor_hidden_size"),
+        ({}, dict(predictor_num_layers=0), "predictor_num_layers"),
+        ({}, dict(loss_type="l2"), "loss_type"),
+        ({}, dict(num_target_blocks=0), "num_target_blocks"),
+        ({}, dict(target_scale=[0.3, 0.2]), "target_scale"),
+        ({}, dict(context_scale=[0.85, 1.2]), "context_scale"),
+        ({}, dict(target_aspect_ratio=[0.0, 1.5]), "target_aspect_ratio"),
+        ({}, dict(min_keep=0), "min_keep"),
+        ({}, dict(ema_momentum=1.5), "ema_momentum"),
+        ({}, dict(pixel_mean=[0.5, 0.5, 0.5]), "pixel_mean"),
+        ({}, dict(pixel_std=[0.0]), "pixel_std"),
+    ],
+)
+def test_invalid_config_names_the_field(backbone, overrides, field):
+    with pytest.raises(ValueError, match=field):
+        IJepaConfig.tiny(backbone_overrides=backbone, **overrides)
+
+
+def test_backbone_must_be_a_vit_config():
+    with pytest.raises(ValueError, match="backbone_config must be a ViTConfig"):
+        IJepaConfig(backbone_config=BertConfig())
+
+
+def test_presets_and_defaults(tmp_path):
+    full = IJepaConfig()
+    assert full.model_type == "i_jepa"
+    assert (full.hidden_size, full.backbone_config.num_hidden_layers, full.backbone_config.num_attention_heads,
+            full.backbone_config.intermediate_size, full.patch_size, full.image_size, full.num_channels) == (
+        1280, 32, 16, 5120, 16, 224, 3)
+    assert (full.predictor_hidden_size, full.predictor_num_layers, full.grid_size) == (384, 12, 14)
+    assert full.target_scale == [0.15, 0.2] and full.target_aspect_ratio == [0.75, 1.5]
+    assert full.context_scale == [0.85, 1.0] and (full.num_target_blocks, full.min_keep) == (4, 4)
+    assert (full.loss_type, full.normalize_targets, full.ema_momentum, full.ema_momentum_end) == (
+        "smooth_l1", True, 0.996, 1.0)
+    assert len(full.pixel_mean) == 3
+
+    small = IJepaConfig.tiny()
+    assert (small.grid_size, small.hidden_size, small.predictor_num_layers) == (4, 32, 2)
+    assert small.pixel_mean == [0.1307] and small.pixel_std == [0.3081]
+    fast = IJepaConfig.cpu_fast()
+    assert (fast.grid_size, fast.hidden_size, fast.backbone_config.num_hidden_layers,
+            fast.backbone_config.num_attention_heads, fast.backbone_config.intermediate_size) == (7, 128, 4, 4, 512)
+    assert (fast.predictor_num_layers, fast.ema_momentum) == (3, 0.99)
+
+    # tuples are stored as lists; a dict backbone is accepted; the config round-trips through JSON
+    config = IJepaConfig.tiny(target_scale=(0.1, 0.3))
+    assert config.target_scale == [0.1, 0.3]
+    config.save_pretrained(tmp_path)
+    loaded = AutoConfig.from_pretrained(tmp_path)
+    assert isinstance(loaded, IJepaConfig)
+    assert loaded.to_diff_dict() == config.to_diff_dict()
+    assert IJepaConfig(backbone_config=config.backbone_config.to_dict()).backbone_config.to_dict() == \
+        config.backbone_config.to_dict()
+
+
+# ------------------------------------------------------------------------------------------- forward / backward
+
+
+@pytest.mark.parametrize("loss_type", ["smooth_l1", "mse"])
+def test_forward_backward_and_loss(loss_type):
+    model = tiny(loss_type=loss_type).train()
+    pixel_values = images()
+    context, targets = masks()
+    output = model(pixel_values, context, targets)
+    assert isinstance(output, IJepaOutput)
+    assert output.predictions.shape == output.targets.shape == (3, 2, 2, 32)
+    assert output.last_hidden_state.shape == (3, 6, 32) and output.block_losses.shape == (2,)
+    assert torch.isfinite(output.loss) and output.loss.item() > 0
+    torch.testing.assert_close(output.loss, output.block_losses.mean())
+
+    # the loss is I-JEPA's: layer-normalised target encoder states of the full image, gathered per block
+    with torch.no_grad():
+        full = model.encode(pixel_values, use_target_encoder=True)
+    expected_targets = gather_patches(F.layer_norm(full, (32,)), targets)
+    torch.testing.assert_close(output.targets, expected_targets)
+    loss_fn = F.mse_loss if loss_type == "mse" else F.smooth_l1_loss
+    torch.testing.assert_close(output.loss, loss_fn(output.predictions, expected_targets))
+    for k in range(2):
+        torch.testing.assert_close(output.block_losses[k], loss_fn(output.predictions[:, k], expected_targets[:, k]))
+
+    output.loss.backward()
+    for name, parameter in [*model.context_encoder.named_parameters(), *model.predictor.named_parameters()]:
+        assert parameter.grad is not None and torch.isfinite(parameter.grad).all(), name
+    assert model.predictor.mask_token.grad.abs().sum() > 0
+    assert model.context_encoder.patch_embeddings.projection.weight.grad.abs().sum() > 0
+    assert all(not p.requires_grad and p.grad is None for p in model.target_encoder.parameters())
+    assert not model.target_encoder.training
+
+    as_tuple = model(pixel_values, context, targets, return_dict=False)
+    assert torch.equal(as_tuple[0], output.loss)
+
+
+def test_context_encoder_sees_only_context_patches():
+    model = tiny().eval()
+    pixel_values = images()
+    context, targets = masks()
+    with torch.no_grad():
+        reference = model(pixel_values, context, targets)
+
+        # pixels inside a target block (patch 14) and in a patch in neither set (patch 8): nothing the context
+        # encoder or the predictor sees changes, bit for bit; the targets (hence the loss) do change
+        changed = pixel_values.clone()
+        changed[patch_slice(14)] += 3.0
+        changed[patch_slice(8)] -= 2.0
+        other = model(changed, context, targets)
+        assert torch.equal(other.last_hidden_state, reference.last_hidden_state)
+        assert torch.equal(other.predictions, reference.predictions)
+        assert not torch.equal(other.targets, reference.targets)
+        assert other.loss != reference.loss
+
+        # pixels of a context patch change both
+        changed = pixel_values.clone()
+        changed[patch_slice(5)] += 3.0
+        other = model(changed, context, targets)
+        assert not torch.equal(other.last_hidden_state, reference.last_hidden_state)
+        assert not torch.equal(other.predictions, reference.predictions)
+        assert not torch.equal(other.targets, reference.targets)
+
+
+def test_each_target_block_is_predicted_separately():
+    """A block's predictions do not depend on which other blocks are in the batch, nor on their order (each block
+    gets its own predictor pass over [context; its mask tokens])."""
+    model = tiny().eval()
+    pixel_values = images()
+    context, _ = masks()
+    a, b, c = block(3, 0, 1, 2), block(2, 2, 2, 1), block(3, 3, 1, 1) + [11]
+    with torch.no_grad():
+        both = model(pixel_values, context, torch.tensor([[a, b]] * 3)).predictions
+        swapped = model(pixel_values, context, torch.tensor([[c, a]] * 3)).predictions
+        alone = model(pixel_values, context, torch.tensor([[a]] * 3)).predictions
+    torch.testing.assert_close(both[:, 0], swapped[:, 1], rtol=0, atol=1e-6)
+    torch.testing.assert_close(both[:, 0], alone[:, 0], rtol=0, atol=1e-6)
+
+    # different images in a batch may use different masks (same counts)
+    per_image = torch.tensor([[a, b], [b, c], [c, a]])
+    with torch.no_grad():
+        output = model(pixel_values, context, per_image)
+        first = model(pixel_values[1:2], context[1:2], per_image[1:2])
+    torch.testing.assert_close(output.predictions[1:2], first.predictions, rtol=0, atol=1e-6)
+
+
+def test_encode_and_embed():
+    model = tiny()
+    pixel_values = images()
+    with torch.no_grad():
+        context_states = model.encode(pixel_values)
+        target_states = model.encode(pixel_values, use_target_encoder=True)
+        embeddings = model.embed(pixel_values)
+    assert context_states.shape == target_states.shape == (3, 16, 32)
+    assert embeddings.shape == (3, 32)
+    torch.testing.assert_close(embeddings, target_states.mean(1))
+    torch.testing.assert_close(context_states, target_states)  # the target starts as an exact copy
+
+    # the context encoder on all patches equals the full-image encoding (no CLS token, nothing else prepended)
+    everything = torch.arange(16).expand(3, 16)
+    with torch.no_grad():
+        assert torch.equal(model.context_encoder(pixel_values, everything), context_states)
+
+
+def test_gradient_checkpointing_gives_the_same_loss():
+    model = tiny().train()
+    pixel_values, (context, targets) = images(), masks()
+    reference = model(pixel_values, context, targets).loss
+    model.activation_checkpointing_enable()
+    output = model(pixel_values, context, targets)
+    torch.testing.assert_close(output.loss, reference)
+    output.loss.backward()
+    assert model.context_encoder.layers[0].attention.q_proj.weight.grad is not None
+
+
+# ------------------------------------------------------------------------------------------------ sin-cos tables
+
+
+def test_sincos_table_matches_the_reference():
+    for dim, grid in ((32, 4), (16, 4), (128, 7), (384, 14)):
+        table = sincos_2d_position_embeddings(dim, grid)
+        assert table.shape == (grid * grid, dim) and table.dtype == torch.float32
+        assert torch.equal(table, reference_sincos(dim, grid))
+    with pytest.raises(ValueError, match="divisible by 4"):
+        sincos_2d_position_embeddings(18, 4)
+
+
+def test_position_tables_are_right_after_from_pretrained(tmp_path):
+    model = tiny()
+    model.save_pretrained(tmp_path)
+    loaded = IJepaModel.from_pretrained(tmp_path)
+    for encoder in (loaded.context_encoder, loaded.target_encoder):
+        assert torch.equal(encoder.position_embeddings, reference_sincos(32, GRID))
+    assert torch.equal(loaded.predictor.position_embeddings, reference_sincos(16, GRID))
+
+
+# --------------------------------------------------------------------------------------------------- save / load
+
+
+def trained_looking(seed=0) -> IJepaModel:
+    """A tiny model whose EMA target differs from the context encoder (as after training)."""
+    model = tiny(seed)
+    with torch.no_grad():
+        for parameter in model.target_encoder.parameters():
+            parameter.add_(0.01 * torch.randn_like(parameter))
+    return model
+
+
+def test_save_load_is_bit_exact_and_the_target_stays_frozen(tmp_path):
+    model = trained_looking().eval()
+    model.save_pretrained(tmp_path)
+    loaded = IJepaModel.from_pretrained(tmp_path)
+    assert_state_dicts_equal(model.state_dict(), loaded.state_dict())
+    for (name, a), (_, b) in zip(model.named_buffers(), loaded.named_buffers()):
+        assert torch.equal(a, b), name
+    assert all(not p.requires_grad for p in loaded.target_encoder.parameters())
+    assert all(p.requires_grad for p in loaded.context_encoder.parameters())
+    assert all(p.requires_grad for p in loaded.predictor.parameters())
+    loaded.train()
+    assert loaded.context_encoder.training and not loaded.target_encoder.training
+    loaded.eval()
+
+    pixel_values, (context, targets) = images(), masks()
+    with torch.no_grad():
+        a, b = model(pixel_values, context, targets), loaded(pixel_values, context, targets)
+    for field in ("loss", "predictions", "targets", "last_hidden_state"):
+        assert torch.equal(getattr(a, field), getattr(b, field)), field
+
+    auto = AutoModel.from_pretrained(tmp_path)
+    assert isinstance(auto, IJepaModel)
+    assert_state_dicts_equal(model.state_dict(), auto.state_dict())
+
+
+def test_strict_loading_rejects_a_mismatched_config(tmp_path):
+    trained_looking().save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="missing keys"):
+        IJepaModel.from_pretrained(tmp_path, predictor_num_layers=3)
+    wider = IJepaConfig.tiny(backbone_overrides=dict(hidden_size=48))
+    with pytest.raises(RuntimeError, match="ignore_mismatched_sizes"):  # transformers' own check
+        IJepaModel.from_pretrained(tmp_path, config=wider)
+    with pytest.raises(ValueError, match="mismatched keys"):  # ours, when transformers is told to carry on
+        IJepaModel.from_pretrained(tmp_path, config=wider, ignore_mismatched_sizes=True)
+    loose = IJepaModel.from_pretrained(tmp_path, predictor_num_layers=3, strict=False)
+    assert len(loose.predictor.blocks) == 3
+    assert all(not p.requires_grad for p in loose.target_encoder.parameters())
+
+
+def test_ema_pairs_and_update():
+    model = tiny()
+    (online, target), = model.ema_pairs()
+    assert online is model.context_encoder and target is model.target_encoder
+    assert_state_dicts_equal(online.state_dict(), target.state_dict())
+    with torch.no_grad():
+        for parameter in online.parameters():
+            parameter.add_(1.0)
+    before = [p.clone() for p in target.parameters()]
+    ema_update_(target, online, momentum=0.9)
+    for old, new, source in zip(before, target.parameters(), online.parameters()):
+        torch.testing.assert_close(new, 0.9 * old + 0.1 * source)
+    model.copy_context_to_target()
+    assert_state_dicts_equal(online.state_dict(), target.state_dict())
+
+
+def test_trust_remote_code_export_loads_without_hf_jepa(tmp_path):
+    model = trained_looking().eval()
+    export = tmp_path / "export"
+    model.save_pretrained(export)
+    assert (export / "modeling_i_jepa.py").exists() and (export / "configuration_i_jepa.py").exists()
+    pixel_values, (context, targets) = images(), masks()
+    torch.save({"pixel_values": pixel_values, "context": context, "targets": targets}, tmp_path / "inputs.pt")
+    code = f"""
+    import torch
+    from transformers import AutoModel
+    model = AutoModel.from_pretrained({str(export)!r}, trust_remote_code=True).eval()
+    inputs = torch.load({str(tmp_path / "inputs.pt")!r}, weights_only=True)
+    with torch.no_grad():
+        out = model(inputs["pixel_values"], inputs["context"], inputs["targets"])
+    torch.save({{"module": type(model).__module__, "predictions": out.predictions, "loss": out.loss,
+                "frozen": not any(p.requires_grad for p in model.target_encoder.parameters()),
+                "table": model.predictor.position_embeddings}}, {str(tmp_path / "result.pt")!r})
+    """
+    out = run_without_hf_jepa(code, cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    result = torch.load(tmp_path / "result.pt", weights_only=True)
+    assert result["module"].startswith("transformers_modules.") and result["frozen"]
+    assert torch.equal(result["table"], reference_sincos(16, GRID))
+    with torch.no_grad():
+        expected = model(pixel_values, context, targets)
+    assert torch.equal(result["predictions"], expected.predictions)
+    assert torch.equal(result["loss"], expected.loss)
+
+
+# ------------------------------------------------------------------------------------------------------- inputs
+
+
+def bad_inputs():
+    x, (ctx, tgt) = images(), masks()
+    return [
+        ((x[:, 0], ctx, tgt),
+         r"pixel_values must be a float tensor of shape \(batch, C, H, W\) = \(batch, 1, 28, 28\)"),
+        ((torch.randn(3, 3, 28, 28), ctx, tgt), r"pixel_values .*\(batch, C, H, W\)"),
+        ((torch.randn(3, 1, 32, 32), ctx, tgt), r"pixel_values .*\(batch, C, H, W\)"),
+        ((x.to(torch.uint8), ctx, tgt), r"pixel_values must be a float tensor"),
+        ((x, None, tgt), "context_indices is required"),
+        ((x, ctx.float(), tgt), "context_indices must be an integer tensor"),
+        ((x, ctx[:2], tgt), r"context_indices must have shape \(batch, num_context_patches\) with batch 3"),
+        ((x, ctx[:, :0], tgt), "context_indices is empty"),
+        ((x, ctx + 12, tgt), r"context_indices holds patch indices in \[12, 17\], outside \[0, 16\)"),
+        ((x, torch.full_like(ctx, -1), tgt), "context_indices holds patch indices"),
+        ((x, torch.cat([ctx[:, :1], ctx[:, :5]], 1), tgt), "context_indices repeats a patch index"),
+        ((x, ctx, tgt[:, 0]), r"target_indices must have shape .*unsqueeze\(1\)"),
+        ((x, ctx, tgt[:, :0]), "target_indices is empty"),
+        ((x, ctx, tgt[:, :, :0]), "target_indices is empty"),
+        ((x, ctx, tgt + 5), "target_indices holds patch indices"),
+        ((x, ctx, torch.full_like(tgt, 15)), "target_indices repeats a patch index"),
+        ((x, ctx, torch.tensor([[[0, 15], [14, 15]]] * 3)), "context_indices and target_indices overlap in rows"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(bad_inputs())))
+def test_bad_inputs_name_the_argument(case):
+    model = tiny()
+    args, match = bad_inputs()[case]
+    with pytest.raises(ValueError, match=match):
+        model(*args)
+
+
+def test_encode_checks_pixel_values():
+    with pytest.raises(ValueError, match="pixel_values"):
+        tiny().embed(torch.randn(2, 28, 28))
+
+
+# --------------------------------------------------------------------------------------------------- full size
+
+
+def vit_encoder_parameters(hidden, layers, intermediate, patch, channels):
+    """Exact parameter count of a ViT encoder without CLS token and without learned position embeddings."""
+    patch_embedding = channels * patch * patch * hidden + hidden
+    attention = 4 * (hidden * hidden + hidden)  # q, k, v, o with biases
+    mlp = hidden * intermediate + intermediate + intermediate * hidden + hidden
+    norms = 2 * 2 * hidden
+    return patch_embedding + layers * (attention + mlp + norms) + 2 * hidden
+
+
+def predictor_parameters(hidden, width, layers, mlp_ratio=4):
+    block = 3 * width * width + 3 * width + width * width + width + 2 * (width * mlp_ratio * width) \
+        + width * mlp_ratio + width + 4 * width
+    return (hidden * width + width) + width + layers * block + 2 * width + (width * hidden + hidden)
+
+
+def test_full_size_vit_h16_on_the_meta_device():
+    with torch.device("meta"):
+        model = IJepaModel(IJepaConfig())
+    encoder = sum(p.numel() for p in model.context_encoder.parameters())
+    assert encoder == vit_encoder_parameters(1280, 32, 5120, 16, 3) == 630_664_960  # ViT-H/16: ~630M per encoder
+    assert sum(p.numel() for p in model.target_encoder.parameters()) == encoder
+    predictor = sum(p.numel() for p in model.predictor.parameters())
+    assert predictor == predictor_parameters(1280, 384, 12) == 22_279_424
+    assert model.context_encoder.position_embeddings.shape == (196, 1280)
+    assert not any(p.requires_grad for p in model.target_encoder.parameters())
+    # tiny preset: the same formulas
+    small = tiny()
+    assert sum(p.numel() for p in small.context_encoder.parameters()) == vit_encoder_parameters(32, 2, 64, 7, 1)
+    assert sum(p.numel() for p in small.predictor.parameters()) == predictor_parameters(32, 16, 2)
+
+
+def test_init_rescales_output_projections_by_depth():
+    """I-JEPA's fix_init_weight: block l's attention-output and fc2 weights are divided by sqrt(2 l)."""
+    torch.manual_seed(0)
+    config = IJepaConfig.tiny(backbone_overrides=dict(hidden_size=128, num_hidden_layers=4, intermediate_size=256,
+                                                      num_attention_heads=4))
+    model = IJepaModel(config)
+    stds = [layer.mlp.fc2.weight.std().item() for layer in model.context_encoder.layers]
+    for layer_id, std in enumerate(stds, start=1):
+        assert math.isclose(std, 0.02 / math.sqrt(2 * layer_id), rel_tol=0.1), (layer_id, std)
+    first_fc1 = model.context_encoder.layers[0].mlp.fc1.weight.std().item()
+    assert math.isclose(first_fc1, 0.02, rel_tol=0.1)
