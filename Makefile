@@ -34,6 +34,7 @@ test-slow: $(STAMP)
 benchmark: $(STAMP)
 	$(OFFLINE) $(PY) benchmarks/bench_bro_jepa.py
 	$(OFFLINE) $(PY) benchmarks/bench_epm_jepa.py
+	$(OFFLINE) $(PY) benchmarks/bench_t_jepa.py
 
 clean:
 	rm -rf outputs build dist *.egg-info

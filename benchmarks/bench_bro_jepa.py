@@ -13,7 +13,6 @@ else the embedded digits).
 import argparse
 import os
 import random
-import time
 from pathlib import Path
 
 import torch
@@ -23,21 +22,7 @@ import hf_jepa  # noqa: F401
 from hf_jepa.data import ModularArithmeticTask, images_to_tensor, load_mnist
 from hf_jepa.modeling.bro_jepa import BroJepaConfig, BroJepaModel
 from hf_jepa.trainers import build_optimizer
-
-
-def timed(fn, repeats: int, warmup: int = 2) -> float:
-    for _ in range(warmup):
-        fn()
-    start = time.perf_counter()
-    for _ in range(repeats):
-        fn()
-    return (time.perf_counter() - start) / repeats
-
-
-def matmul_peak(dtype: torch.dtype, size: int = 2048) -> float:
-    a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
-    seconds = timed(lambda: a @ b, repeats=10)
-    return 2 * size**3 / seconds
+from timing import matmul_peak, timed
 
 
 def reference_batch(split, labels_by_class, batch_size, rng):

@@ -12,7 +12,6 @@ Run: `make benchmark` or `python benchmarks/bench_epm_jepa.py [--data PATH]`.
 
 import argparse
 import os
-import time
 from pathlib import Path
 
 import torch
@@ -23,15 +22,7 @@ from hf_jepa.data import MnistSplits, MovingMnist
 from hf_jepa.modeling.epm_jepa import EpmJepaConfig, EpmJepaModel
 from hf_jepa.modeling.epm_jepa.modeling_epm_jepa import ADAPTER_NAME
 from hf_jepa.trainers import build_optimizer
-
-
-def timed(fn, repeats: int, warmup: int = 2) -> float:
-    for _ in range(warmup):
-        fn()
-    start = time.perf_counter()
-    for _ in range(repeats):
-        fn()
-    return (time.perf_counter() - start) / repeats
+from timing import timed
 
 
 def dense_reference(model: EpmJepaModel, context: torch.Tensor, d: torch.Tensor) -> torch.Tensor:

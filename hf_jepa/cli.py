@@ -1,9 +1,10 @@
 """The ``hf-jepa`` command line: train, evaluate, reproduce and push JEPA models.
 
-    hf-jepa train bro-jepa|epm-jepa [--config FILE.yaml] [--set key=value ...] --output-dir DIR
+    hf-jepa train bro-jepa|epm-jepa|t-jepa|i-jepa [--config FILE.yaml] [--set key=value ...] --output-dir DIR
     hf-jepa eval DIR [--data PATH] [--json]
     hf-jepa reproduce bro-jepa [--data PATH] [--output-dir DIR] [--quick] [--variant NAME ...]
     hf-jepa reproduce epm-jepa [--data PATH] [--output-dir DIR] [--quick] [--set preset=full seeds=[0,1,2] ...]
+    hf-jepa reproduce t-jepa [--data TEXT] [--output-dir DIR] [--quick] [--set mnist=PATH seeds=[0,1,2,3,4] ...]
     hf-jepa push DIR REPO_ID [--private]
 
 Settings (YAML keys and ``--set`` names) are routed by name to the family's model config, the shared
@@ -98,6 +99,30 @@ FAMILIES: dict[str, Family] = {
         format_rows="hf_jepa.trainers.epm_jepa:format_results_table",
         result_rows="hf_jepa.hub:epm_jepa_result_rows",
         training_defaults="hf_jepa.trainers.epm_jepa:TRAINING_DEFAULTS",
+    ),
+    "t-jepa": Family(
+        name="t-jepa",
+        model_type="t_jepa",
+        config_class="hf_jepa.modeling.t_jepa:TJepaConfig",
+        data_args_class="hf_jepa.trainers.t_jepa:TJepaDataArguments",
+        recipe_class="hf_jepa.trainers.t_jepa:TJepaRecipe",
+        presets={"tiny": "tiny", "cpu_fast": "cpu_fast", "full": None},
+        default_preset="cpu_fast",
+        reproduce="hf_jepa.trainers.t_jepa:reproduce_t_jepa",
+        format_rows="hf_jepa.trainers.t_jepa:format_t_jepa_tables",
+        result_rows="hf_jepa.hub:t_jepa_result_rows",
+        training_defaults="hf_jepa.trainers.t_jepa:TRAINING_DEFAULTS",
+    ),
+    "i-jepa": Family(
+        name="i-jepa",
+        model_type="i_jepa",
+        config_class="hf_jepa.modeling.i_jepa:IJepaConfig",
+        data_args_class="hf_jepa.trainers.t_jepa:IJepaDataArguments",
+        recipe_class="hf_jepa.trainers.t_jepa:IJepaRecipe",
+        presets={"tiny": "tiny", "cpu_fast": "cpu_fast", "full": None},
+        default_preset="cpu_fast",
+        result_rows="hf_jepa.hub:i_jepa_result_rows",
+        training_defaults="hf_jepa.trainers.t_jepa:I_JEPA_TRAINING_DEFAULTS",
     ),
 }
 
@@ -361,6 +386,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     data_kwargs = {"data": args.data} if "data" in data_fields else {}
     if args.eval_images is not None and "eval_images" in data_fields:
         data_kwargs["eval_images"] = args.eval_images
+    if "tokenizer" in data_fields and Path(args.model_dir, "tokenizer_config.json").is_file():
+        data_kwargs["tokenizer"] = args.model_dir  # the vocabulary the model was trained with
     data_args = family.load_data_args_class()(**data_kwargs)
     recipe = family.make_recipe(model.config, data_args, seed=0)
     metrics = recipe.evaluate(model, args.output_dir)

@@ -190,6 +190,25 @@ def _data_is_mnist(metrics: Mapping, data_args: Mapping) -> bool:
     return not any(word in str(source).lower() for word in ("embedded", "scikit"))
 
 
+def _run_rows(metrics: Mapping[str, Any], data_label: str = "Data source") -> list[tuple[str, str]]:
+    """The rows every family's table ends with: training time, data source, device and hardware (those present)."""
+    rows: list[tuple[str, str]] = []
+    if _is_number(metrics.get("train_time_s")):
+        steps = f" ({metrics['train_steps']} steps)" if metrics.get("train_steps") is not None else ""
+        rows.append(("Training time", f"{metrics['train_time_s']:.1f} s{steps}"))
+    elif metrics.get("train_steps") is not None:
+        rows.append(("Training steps", _format_value(metrics["train_steps"])))
+    if metrics.get("data_source"):
+        rows.append((data_label, _format_value(metrics["data_source"])))
+    if metrics.get("device"):
+        processes = metrics.get("num_processes")
+        suffix = f" × {processes} process{'es' if processes != 1 else ''}" if processes is not None else ""
+        rows.append(("Device", f"{metrics['device']}{suffix}"))
+    if metrics.get("hardware"):
+        rows.append(("Hardware", _format_value(metrics["hardware"])))
+    return rows
+
+
 def bro_jepa_result_rows(metrics: Mapping[str, Any], seen_operations: Iterable[int] = (-1, 1)) -> list[tuple[str, str]]:
     """(name, formatted value) rows of the BRo-JEPA results present in `metrics` (also used by the CLI)."""
     seen = sorted(seen_operations)
@@ -216,20 +235,9 @@ def bro_jepa_result_rows(metrics: Mapping[str, Any], seen_operations: Iterable[i
     if _is_number(metrics.get("prototype_off_diagonal_cosine")):
         rows.append(("Prototype off-diagonal cosine (lower = better separated)",
                      f"{metrics['prototype_off_diagonal_cosine']:.4f}"))
-    if _is_number(metrics.get("train_time_s")):
-        steps = f" ({metrics['train_steps']} steps)" if metrics.get("train_steps") is not None else ""
-        rows.append(("Training time", f"{metrics['train_time_s']:.1f} s{steps}"))
     if metrics.get("eval_images") is not None:
         rows.append(("Test images evaluated", str(metrics["eval_images"])))
-    if metrics.get("data_source"):
-        rows.append(("Data source", _format_value(metrics["data_source"])))
-    if metrics.get("device"):
-        processes = metrics.get("num_processes")
-        suffix = f" × {processes} process{'es' if processes != 1 else ''}" if processes is not None else ""
-        rows.append(("Device", f"{metrics['device']}{suffix}"))
-    if metrics.get("hardware"):
-        rows.append(("Hardware", _format_value(metrics["hardware"])))
-    return rows
+    return rows + _run_rows(metrics)
 
 
 # ---------------------------------------------------------------------------------------------------- BRo-JEPA card
@@ -413,18 +421,7 @@ def epm_jepa_result_rows(metrics: Mapping[str, Any]) -> list[tuple[str, str]]:
         rows.append(("Experience buffer occupancy (fraction of capacity)", _percent(metrics["buffer_occupancy"])))
     if _is_number(metrics.get("buffer_turnover")):
         rows.append(("Experience buffer turnover (writes / capacity)", f"{metrics['buffer_turnover']:.2f}"))
-    if _is_number(metrics.get("train_time_s")):
-        steps = f" ({metrics['train_steps']} steps)" if metrics.get("train_steps") is not None else ""
-        rows.append(("Training time", f"{metrics['train_time_s']:.1f} s{steps}"))
-    if metrics.get("data_source"):
-        rows.append(("Digit source", _format_value(metrics["data_source"])))
-    if metrics.get("device"):
-        processes = metrics.get("num_processes")
-        suffix = f" × {processes} process{'es' if processes != 1 else ''}" if processes is not None else ""
-        rows.append(("Device", f"{metrics['device']}{suffix}"))
-    if metrics.get("hardware"):
-        rows.append(("Hardware", _format_value(metrics["hardware"])))
-    return rows
+    return rows + _run_rows(metrics, data_label="Digit source")
 
 
 def _epm_jepa_eval_results(metrics: Mapping, mnist: bool, data_source: str | None) -> list[EvalResult]:
@@ -664,20 +661,7 @@ def _paradox_result_rows(metrics: Mapping[str, Any], image: bool) -> list[tuple[
                 rows.append((name, "not observed"))
             elif _is_number(value):
                 rows.append((name, f"{int(value):,}"))
-    if _is_number(metrics.get("train_time_s")):
-        steps = f" ({metrics['train_steps']} steps)" if metrics.get("train_steps") is not None else ""
-        rows.append(("Training time", f"{metrics['train_time_s']:.1f} s{steps}"))
-    elif metrics.get("train_steps") is not None:
-        rows.append(("Training steps", _format_value(metrics["train_steps"])))
-    if metrics.get("data_source"):
-        rows.append(("Data source", _format_value(metrics["data_source"])))
-    if metrics.get("device"):
-        processes = metrics.get("num_processes")
-        suffix = f" × {processes} process{'es' if processes != 1 else ''}" if processes is not None else ""
-        rows.append(("Device", f"{metrics['device']}{suffix}"))
-    if metrics.get("hardware"):
-        rows.append(("Hardware", _format_value(metrics["hardware"])))
-    return rows + _generic_rows(metrics, _PARADOX_KNOWN_KEYS)
+    return rows + _run_rows(metrics) + _generic_rows(metrics, _PARADOX_KNOWN_KEYS)
 
 
 def t_jepa_result_rows(metrics: Mapping[str, Any]) -> list[tuple[str, str]]:

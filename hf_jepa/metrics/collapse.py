@@ -449,7 +449,9 @@ class CollapseWatchdog:
             if message.split(" ", 1)[0] not in self._tripped:
                 logger.warning("Collapse watchdog: %s", message)
             self.warnings.append((step, message))
-        self._tripped = tripped
+        checked = {f"{prefix}/{rule}" if prefix else rule for prefix in self._groups(metrics)
+                   for rule in ("effective_rank", "cosine_mean", "embedding_std")}
+        self._tripped = (self._tripped - checked) | tripped
         return messages
 
 

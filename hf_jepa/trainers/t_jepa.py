@@ -42,8 +42,9 @@ class TJepaDataArguments:
     tokenizer: str | None = None
     backbone: str | None = None
     max_length: int = 64
-    diagnostics_sentences: int = 256
+    diagnostics_sentences: int = 128
     downstream: bool = True
+    online_downstream: bool = False
     plot: bool = True
 
     def __post_init__(self):
@@ -51,6 +52,12 @@ class TJepaDataArguments:
             raise ValueError(f"corpus must be one of {CORPORA}, got {self.corpus!r}")
         if self.diagnostics_sentences < 8:
             raise ValueError(f"diagnostics_sentences must be >= 8, got {self.diagnostics_sentences}")
+
+
+def _own_fields(config: TJepaConfig) -> dict[str, Any]:
+    """The config's T-JEPA fields (everything but the backbone), as keyword arguments of `TJepaConfig`."""
+    fields = set(inspect.signature(TJepaConfig.__init__).parameters) - {"self", "backbone_config", "kwargs"}
+    return {k: v for k, v in config.to_dict().items() if k in fields}
 
 
 def _seeded(seed: int, step: int, rank: int) -> torch.Generator:
@@ -127,6 +134,45 @@ def retrieval_recall(query_embeddings, document_embeddings, positives: list[list
     return out
 
 
+def online_downstream(model: TJepaModel, tokenizer, max_length: int, num_examples: int = 2000,
+                      seed: int = 0) -> dict[str, float]:
+    """The paper's downstream sets, read from the Hub through `datasets` (online only; offline it raises with a
+    pointer to the embedded tasks): linear probes on frozen pooled embeddings for IMDB sentiment and SNLI
+    (premise and hypothesis as one `[SEP]`-joined pair), and MS MARCO passage ranking (MRR@10 of each query's own
+    candidate passages by cosine similarity). At most `num_examples` shuffled rows per split. FEVER (`load_fever`)
+    loads too; its 5M-passage corpus is left out of this CPU-sized evaluation."""
+    from ..data.text import load_imdb, load_ms_marco, load_snli
+
+    metrics = {}
+    imdb = load_imdb()
+    train, test = (imdb[split].shuffle(seed=seed).select(range(min(num_examples, imdb[split].num_rows)))
+                   for split in ("train", "test"))
+    metrics["imdb_probe_accuracy"] = linear_probe_accuracy(
+        embed_texts(model, tokenizer, list(train["text"]), max_length), train["label"],
+        embed_texts(model, tokenizer, list(test["text"]), max_length), test["label"])
+    snli = load_snli()
+    pairs = {}
+    for split in ("train", "test"):
+        rows = snli[split].filter(lambda row: row["label"] >= 0).shuffle(seed=seed)
+        rows = rows.select(range(min(num_examples, rows.num_rows)))
+        texts = [f"{p} {tokenizer.sep_token} {h}" for p, h in zip(rows["premise"], rows["hypothesis"])]
+        pairs[split] = (embed_texts(model, tokenizer, texts, max_length), rows["label"])
+    metrics["snli_probe_accuracy"] = linear_probe_accuracy(*pairs["train"], *pairs["test"])
+    marco = load_ms_marco(split="validation").shuffle(seed=seed).select(range(min(num_examples // 4, 500)))
+    reciprocal_ranks = []
+    for row in marco:
+        passages, selected = row["passages"]["passage_text"], row["passages"]["is_selected"]
+        if not any(selected):
+            continue
+        query = embed_texts(model, tokenizer, [row["query"]], max_length)
+        scores = (torch.nn.functional.normalize(query, dim=-1)
+                  @ torch.nn.functional.normalize(embed_texts(model, tokenizer, passages, max_length), dim=-1).T)[0]
+        ranks = [int((scores > scores[i]).sum()) + 1 for i, chosen in enumerate(selected) if chosen]
+        reciprocal_ranks.append(1.0 / min(ranks) if min(ranks) <= 10 else 0.0)
+    metrics["ms_marco_mrr_at_10"] = sum(reciprocal_ranks) / max(len(reciprocal_ranks), 1)
+    return metrics
+
+
 class _DiagnosticsMixin:
     """Diagnostics at log steps on fixed train/validation batches, kept in `self.history`."""
 
@@ -182,8 +228,15 @@ class TJepaRecipe(_DiagnosticsMixin):
                 self.tokenizer = train_wordpiece_tokenizer(texts, vocab_size=config.backbone_config.vocab_size)
         else:
             self.ambiguity = None
-            self.text = text or TextData(args.data, args.tokenizer, config.backbone_config.vocab_size)
+            # A pretrained backbone comes with its own vocabulary: use its tokenizer unless another is given.
+            self.text = text or TextData(args.data, args.tokenizer or args.backbone, config.backbone_config.vocab_size)
             self.source, self.tokenizer = self.text.source, self.text.tokenizer
+        if args.backbone:
+            from transformers import BertConfig
+
+            self.config = config = TJepaConfig(**{
+                **_own_fields(config), "backbone_config": BertConfig.from_pretrained(args.backbone),
+                "mask_token_id": self.tokenizer.mask_token_id, "pad_token_id": self.tokenizer.pad_token_id})
         check_tokenizer(config, self.tokenizer)
         common = dict(tokenizer=self.tokenizer, max_length=args.max_length, mask_ratio=(0.15, config.mask_ratio),
                       num_spans=(1, config.num_spans), min_span=config.min_span_length,
@@ -230,9 +283,7 @@ class TJepaRecipe(_DiagnosticsMixin):
 
     def build_model(self) -> TJepaModel:
         if self.data_args.backbone:
-            fields = set(inspect.signature(TJepaConfig.__init__).parameters) - {"self", "backbone_config", "kwargs"}
-            return TJepaModel.from_backbone(self.data_args.backbone,
-                                            **{k: v for k, v in self.config.to_dict().items() if k in fields})
+            return TJepaModel.from_backbone(self.data_args.backbone, **_own_fields(self.config))
         return TJepaModel(self.config)
 
     def ema_pairs(self, model: TJepaModel):
@@ -313,6 +364,8 @@ class TJepaRecipe(_DiagnosticsMixin):
             metrics["ambiguity_nats"] = self.ambiguity.ambiguity_nats
         elif self.data_args.downstream and "label" in self.text.corpus["train"].column_names:
             metrics.update(self.downstream(model))
+        if self.data_args.online_downstream:
+            metrics.update(online_downstream(model, self.tokenizer, self.data_args.max_length, seed=self.seed))
         if output_dir and self.data_args.plot and len(self.records) >= 2:
             path = Path(output_dir) / "failure_signature.png"
             plot_failure_signature({f"T-JEPA ({model.config.objective})": self.records}, path)
@@ -441,9 +494,9 @@ class IJepaRecipe(_DiagnosticsMixin):
 
 # ------------------------------------------------------------------------------------------------------ reproduction
 
-TRAINING_DEFAULTS = dict(max_steps=800, per_device_batch_size=64, learning_rate=5e-4, weight_decay=0.05,
-                         warmup_steps=80, mixed_precision="bf16", logging_steps=50, max_grad_norm=1.0)
-I_JEPA_TRAINING_DEFAULTS = dict(TRAINING_DEFAULTS, learning_rate=1e-3)
+TRAINING_DEFAULTS = dict(max_steps=400, per_device_batch_size=32, learning_rate=5e-4, weight_decay=0.05,
+                         warmup_steps=40, mixed_precision="bf16", logging_steps=40, max_grad_norm=1.0)
+I_JEPA_TRAINING_DEFAULTS = dict(TRAINING_DEFAULTS, per_device_batch_size=64, learning_rate=1e-3)
 BASELINE_OBJECTIVES = ("mlm", "vicreg", "barlow_twins", "byol")
 PAPER = {"mi_ceiling_nats": 0.35, "divergence_step": 9340, "collapsed_val_rank": 1.57}
 
@@ -498,7 +551,7 @@ def reproduce_t_jepa(
     records: dict[str, list[dict]] = {}
 
     def run(recipe, name, seed, defaults):
-        settings = {**defaults, "max_steps": max_steps, "logging_steps": max(1, max_steps // 16)}
+        settings = {**defaults, "max_steps": max_steps, "logging_steps": max(1, max_steps // 10)}
         if quick:
             settings.update(per_device_batch_size=8, warmup_steps=0, mixed_precision="no")
         args = TrainingArguments(output_dir=str(output_dir / f"seed{seed}" / name), seed=seed, **settings)
@@ -510,7 +563,7 @@ def reproduce_t_jepa(
         return result
 
     for seed in seeds:
-        data_args = TJepaDataArguments(data=data, diagnostics_sentences=64 if quick else 256)
+        data_args = TJepaDataArguments(data=data, diagnostics_sentences=32 if quick else 128)
         run(TJepaRecipe(text_preset(), data_args, seed=seed, text=text), "t-jepa", seed, TRAINING_DEFAULTS)
         image_args = IJepaDataArguments(data=mnist, diagnostics_images=64 if quick else 256,
                                         probe_images=500 if quick else 5000)
@@ -522,7 +575,7 @@ def reproduce_t_jepa(
         torch.manual_seed(seed)
         rows.setdefault("untrained encoder", []).append({**untrained.downstream(TJepaModel(text_preset())), "seed": seed})
         for ambiguity in ambiguities:
-            args = TJepaDataArguments(corpus="ambiguity", ambiguity=ambiguity, diagnostics_sentences=64 if quick else 256,
+            args = TJepaDataArguments(corpus="ambiguity", ambiguity=ambiguity, diagnostics_sentences=32 if quick else 128,
                                       downstream=False)
             run(TJepaRecipe(text_preset(), args, seed=seed, text=None), f"ambiguity-{ambiguity}", seed,
                 TRAINING_DEFAULTS)
@@ -604,6 +657,7 @@ __all__ = [
     "embed_texts",
     "format_t_jepa_tables",
     "linear_probe_accuracy",
+    "online_downstream",
     "reproduce_t_jepa",
     "retrieval_recall",
     "summarize_t_jepa",
