@@ -8,6 +8,21 @@ from transformers import AutoConfig, AutoImageProcessor, AutoModel
 from .modeling.bro_jepa import BroJepaConfig, BroJepaImageProcessor, BroJepaModel, BroJepaOutput
 from .modeling.epm_jepa import EpmJepaConfig, EpmJepaModel, EpmJepaOutput
 from .modeling.i_jepa import IJepaConfig, IJepaModel, IJepaOutput
+# The JEPA-Reasoner family registers its own configs/models (five model types) on import.
+from .modeling.jepa_reasoner import (
+    CoconutConfig,
+    CoconutLM,
+    CoupledTransformerConfig,
+    CoupledTransformerLM,
+    DualTalkerConfig,
+    DualTalkerModel,
+    JepaReasonerConfig,
+    JepaReasonerModel,
+    JepaReasonerWithTalker,
+    JepaReasonerWithTalkerConfig,
+    MonoTalkerConfig,
+    MonoTalkerModel,
+)
 from .modeling.t_jepa import TJepaConfig, TJepaModel, TJepaOutput
 
 
@@ -42,6 +57,18 @@ from . import pipelines  # noqa: E402,F401  (registers the pipeline tasks)
 
 __all__ = [
     "BroJepaConfig",
+    "CoconutConfig",
+    "CoconutLM",
+    "CoupledTransformerConfig",
+    "CoupledTransformerLM",
+    "DualTalkerConfig",
+    "DualTalkerModel",
+    "JepaReasonerConfig",
+    "JepaReasonerModel",
+    "JepaReasonerWithTalker",
+    "JepaReasonerWithTalkerConfig",
+    "MonoTalkerConfig",
+    "MonoTalkerModel",
     "BroJepaImageProcessor",
     "BroJepaModel",
     "BroJepaOutput",

@@ -1,10 +1,12 @@
 """The ``hf-jepa`` command line: train, evaluate, reproduce and push JEPA models.
 
-    hf-jepa train bro-jepa|epm-jepa|t-jepa|i-jepa [--config FILE.yaml] [--set key=value ...] --output-dir DIR
+    hf-jepa train bro-jepa|epm-jepa|t-jepa|i-jepa|jepa-reasoner|jepa-mono-talker|jepa-dual-talker|coupled-lm|coconut
+        [--config FILE.yaml] [--set key=value ...] --output-dir DIR
     hf-jepa eval DIR [--data PATH] [--json]
     hf-jepa reproduce bro-jepa [--data PATH] [--output-dir DIR] [--quick] [--variant NAME ...]
     hf-jepa reproduce epm-jepa [--data PATH] [--output-dir DIR] [--quick] [--set preset=full seeds=[0,1,2] ...]
     hf-jepa reproduce t-jepa [--data TEXT] [--output-dir DIR] [--quick] [--set mnist=PATH seeds=[0,1,2,3,4] ...]
+    hf-jepa reproduce jepa-reasoner [--output-dir DIR] [--quick] [--set tasks=[cfg] steps_scale=2 seed=1 ...]
     hf-jepa push DIR REPO_ID [--private]
 
 Settings (YAML keys and ``--set`` names) are routed by name to the family's model config, the shared
@@ -123,6 +125,65 @@ FAMILIES: dict[str, Family] = {
         default_preset="cpu_fast",
         result_rows="hf_jepa.hub:i_jepa_result_rows",
         training_defaults="hf_jepa.trainers.t_jepa:I_JEPA_TRAINING_DEFAULTS",
+    ),
+    # JEPA-Reasoner: the reasoner, each Talker (trained on a frozen reasoner: --set reasoner=DIR) and the two coupled
+    # baselines are separate families, each with its own config class; `reproduce jepa-reasoner` runs them all.
+    "jepa-reasoner": Family(
+        name="jepa-reasoner",
+        model_type="jepa_reasoner",
+        config_class="hf_jepa.modeling.jepa_reasoner:JepaReasonerConfig",
+        data_args_class="hf_jepa.trainers.jepa_reasoner:JepaReasonerDataArguments",
+        recipe_class="hf_jepa.trainers.jepa_reasoner:JepaReasonerRecipe",
+        presets={"tiny": "tiny", "cpu_fast": "cpu_fast", "full": "paper_0_9b"},
+        default_preset="cpu_fast",
+        reproduce="hf_jepa.trainers.jepa_reasoner:reproduce_jepa_reasoner",
+        format_rows="hf_jepa.trainers.jepa_reasoner:format_jepa_reasoner_tables",
+        result_rows="hf_jepa.hub:jepa_reasoner_result_rows",
+        training_defaults="hf_jepa.trainers.jepa_reasoner:TRAINING_DEFAULTS",
+    ),
+    "jepa-mono-talker": Family(
+        name="jepa-mono-talker",
+        model_type="jepa_mono_talker",
+        config_class="hf_jepa.modeling.jepa_reasoner:MonoTalkerConfig",
+        data_args_class="hf_jepa.trainers.jepa_reasoner:JepaReasonerDataArguments",
+        recipe_class="hf_jepa.trainers.jepa_reasoner:TalkerRecipe",
+        presets={"tiny": "tiny", "cpu_fast": "cpu_fast", "full": "paper_198m"},
+        default_preset="cpu_fast",
+        result_rows="hf_jepa.hub:jepa_reasoner_result_rows",
+        training_defaults="hf_jepa.trainers.jepa_reasoner:TRAINING_DEFAULTS",
+    ),
+    "jepa-dual-talker": Family(
+        name="jepa-dual-talker",
+        model_type="jepa_dual_talker",
+        config_class="hf_jepa.modeling.jepa_reasoner:DualTalkerConfig",
+        data_args_class="hf_jepa.trainers.jepa_reasoner:JepaReasonerDataArguments",
+        recipe_class="hf_jepa.trainers.jepa_reasoner:TalkerRecipe",
+        presets={"tiny": "tiny", "cpu_fast": "cpu_fast", "full": "paper_198m"},
+        default_preset="cpu_fast",
+        result_rows="hf_jepa.hub:jepa_reasoner_result_rows",
+        training_defaults="hf_jepa.trainers.jepa_reasoner:TRAINING_DEFAULTS",
+    ),
+    "coupled-lm": Family(
+        name="coupled-lm",
+        model_type="jepa_coupled_lm",
+        config_class="hf_jepa.modeling.jepa_reasoner:CoupledTransformerConfig",
+        data_args_class="hf_jepa.trainers.jepa_reasoner:JepaReasonerDataArguments",
+        recipe_class="hf_jepa.trainers.jepa_reasoner:CoupledRecipe",
+        presets={"tiny": "tiny", "cpu_fast": "cpu_fast", "full": None},
+        default_preset="cpu_fast",
+        result_rows="hf_jepa.hub:jepa_reasoner_result_rows",
+        training_defaults="hf_jepa.trainers.jepa_reasoner:TRAINING_DEFAULTS",
+    ),
+    "coconut": Family(
+        name="coconut",
+        model_type="jepa_coconut",
+        config_class="hf_jepa.modeling.jepa_reasoner:CoconutConfig",
+        data_args_class="hf_jepa.trainers.jepa_reasoner:JepaReasonerDataArguments",
+        recipe_class="hf_jepa.trainers.jepa_reasoner:CoconutRecipe",
+        presets={"tiny": "tiny", "cpu_fast": "cpu_fast", "full": None},
+        default_preset="cpu_fast",
+        result_rows="hf_jepa.hub:jepa_reasoner_result_rows",
+        training_defaults="hf_jepa.trainers.jepa_reasoner:TRAINING_DEFAULTS",
     ),
 }
 

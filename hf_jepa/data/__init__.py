@@ -16,6 +16,21 @@ from .moving_mnist import (
     render_frames,
     simulate_trajectories,
 )
+from .reasoning import (
+    REASONING_TASKS,
+    ArithmeticWordProblems,
+    CfgTask,
+    ReasoningExample,
+    TreeSearchTask,
+    build_reasoning_tokenizer,
+    check_known_tokens,
+    encode_reasoning_examples,
+    gsm8k_extract_answer,
+    gsm8k_few_shot_prompt,
+    load_gsm8k,
+    load_reasoning_task,
+    reasoning_dataset,
+)
 from .text import (
     COARSE_LABELS,
     TOPIC_GROUPS,
@@ -37,6 +52,19 @@ from .text import (
 
 
 __all__ = [
+    "REASONING_TASKS",
+    "ArithmeticWordProblems",
+    "CfgTask",
+    "ReasoningExample",
+    "TreeSearchTask",
+    "build_reasoning_tokenizer",
+    "check_known_tokens",
+    "encode_reasoning_examples",
+    "gsm8k_extract_answer",
+    "gsm8k_few_shot_prompt",
+    "load_gsm8k",
+    "load_reasoning_task",
+    "reasoning_dataset",
     "COARSE_LABELS",
     "TOPIC_GROUPS",
     "AmbiguityCorpus",

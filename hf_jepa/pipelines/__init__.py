@@ -4,6 +4,7 @@ from transformers import AutoModel
 from transformers.pipelines import PIPELINE_REGISTRY
 
 from .feature_extraction import JepaFeatureExtractionPipeline
+from .latent_reasoning import LatentReasoningPipeline
 from .latent_world_model import LatentWorldModelPipeline
 from .modular_arithmetic import ModularArithmeticPipeline
 
@@ -23,5 +24,11 @@ PIPELINE_REGISTRY.register_pipeline(
     "jepa-feature-extraction", pipeline_class=JepaFeatureExtractionPipeline, pt_model=AutoModel, type="multimodal"
 )
 
+# "text": a prompt string in, generated text out (through a latent chain).
+PIPELINE_REGISTRY.register_pipeline(
+    "latent-reasoning", pipeline_class=LatentReasoningPipeline, pt_model=AutoModel, type="text"
+)
 
-__all__ = ["JepaFeatureExtractionPipeline", "LatentWorldModelPipeline", "ModularArithmeticPipeline"]
+
+__all__ = ["JepaFeatureExtractionPipeline", "LatentReasoningPipeline", "LatentWorldModelPipeline",
+           "ModularArithmeticPipeline"]
