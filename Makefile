@@ -35,6 +35,7 @@ benchmark: $(STAMP)
 	$(OFFLINE) $(PY) benchmarks/bench_bro_jepa.py
 	$(OFFLINE) $(PY) benchmarks/bench_epm_jepa.py
 	$(OFFLINE) $(PY) benchmarks/bench_t_jepa.py
+	$(OFFLINE) $(PY) benchmarks/bench_jepa_reasoner.py
 
 clean:
 	rm -rf outputs build dist *.egg-info

@@ -57,6 +57,7 @@ class JepaReasonerDataArguments:
     num_train_examples, num_eval_examples: split sizes (eval examples never repeat a training example).
     task_seed: generator seed of the training examples (eval uses `task_seed + 1`).
     num_nodes, node_vocab_size: tree-search size (the paper's exact tree size is not in its summary).
+    min_operations, max_operations: operations per arithmetic word problem (each adds a ~27-token worked line).
     """
 
     task: str = "tree_search"
@@ -66,6 +67,8 @@ class JepaReasonerDataArguments:
     task_seed: int = 0
     num_nodes: int = 7
     node_vocab_size: int = 32
+    min_operations: int = 2
+    max_operations: int = 4
     plot: bool = True
 
     def __post_init__(self):
@@ -84,7 +87,11 @@ class ReasoningData:
 
     def __init__(self, args: JepaReasonerDataArguments):
         self.args = args
-        options = {"num_nodes": args.num_nodes, "node_vocab_size": args.node_vocab_size} if args.task == "tree_search" else {}
+        options = {}
+        if args.task == "tree_search":
+            options = {"num_nodes": args.num_nodes, "node_vocab_size": args.node_vocab_size}
+        elif args.task == "arithmetic":
+            options = {"min_steps": args.min_operations, "max_steps": args.max_operations}
         self.task = load_reasoning_task(args.task, seed=args.task_seed, **options)
         self.tokenizer = self.task.build_tokenizer()
         self.train_examples = self.task.generate(args.num_train_examples, seed=args.task_seed)
@@ -504,10 +511,14 @@ def plot_mixed_latents(model: JepaReasonerModel, data: ReasoningData, path: str 
 
 # Optimiser steps per stage at CPU scale (batch 64, AdamW lr 1e-3, bf16); `steps_scale` multiplies them all.
 REPRODUCTION_STEPS = {
-    "tree_search": {"reasoner": 1500, "talker": 800, "coupled": 1500},
-    "cfg": {"reasoner": 800, "talker": 500, "coupled": 800, "coconut": 800},
-    "arithmetic": {"reasoner": 600, "talker": 400, "coupled": 600},
+    "tree_search": {"reasoner": 1000, "talker": 800, "coupled": 1000},
+    "cfg": {"reasoner": 500, "talker": 400, "coupled": 500, "coconut": 200},
+    "arithmetic": {"reasoner": 250, "talker": 200, "coupled": 250},
 }
+# Task settings of the reproduction: arithmetic problems keep 1-2 operations (answers <= ~70 tokens) and 8000 training
+# problems, because every Talker training example needs a free-running latent chain as long as its answer.
+REPRODUCTION_DATA = {"tree_search": {}, "cfg": {},
+                     "arithmetic": {"min_operations": 1, "max_operations": 2, "num_train_examples": 8000}}
 TALKER_FOR_TASK = {"tree_search": "dual", "cfg": "mono", "arithmetic": "dual"}
 TRAINING_DEFAULTS = dict(max_steps=800, per_device_batch_size=64, learning_rate=1e-3, weight_decay=0.05,
                          warmup_steps=20, mixed_precision="bf16", logging_steps=100, max_grad_norm=1.0)
@@ -581,9 +592,12 @@ def reproduce_jepa_reasoner(
         return JepaTrainer(recipe, args).train()
 
     for task in tasks:
-        data_args = JepaReasonerDataArguments(task=task, task_seed=seed,
-                                              num_train_examples=64 if quick else num_train_examples,
-                                              num_eval_examples=8 if quick else num_eval_examples)
+        task_settings = {"num_train_examples": num_train_examples, **REPRODUCTION_DATA[task]}
+        task_settings["num_train_examples"] = min(num_train_examples, task_settings["num_train_examples"])
+        if quick:
+            task_settings["num_train_examples"] = 64
+        data_args = JepaReasonerDataArguments(task=task, task_seed=seed, num_eval_examples=8 if quick else num_eval_examples,
+                                              **task_settings)
         task_data = ReasoningData(data_args)
         configs = cpu_configs(task_data, quick)
         steps = REPRODUCTION_STEPS[task]
