@@ -199,9 +199,13 @@ def _parse_value(text: str) -> Any:
     import yaml
 
     try:
-        return yaml.safe_load(text)
+        value = yaml.safe_load(text)
     except yaml.YAMLError:
         return text
+    # YAML 1.2 booleans only: `mixed_precision=no` is the string "no", not YAML 1.1's False.
+    if isinstance(value, bool) and text.strip().lower() not in ("true", "false"):
+        return text.strip()
+    return value
 
 
 def parse_overrides(items: Sequence[str]) -> dict[str, Any]:

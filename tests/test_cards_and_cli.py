@@ -153,6 +153,9 @@ def test_set_keys_are_routed():
     assert setup.config.encoder_type == "resnet18" and setup.config.cnn_channels == [4, 8]
     assert setup.config.modulus == 7 and setup.data_args.data == "embedded"
     assert isinstance(setup.training_args.learning_rate, float) and setup.training_args.learning_rate == 1e-3
+    # YAML 1.2 booleans: `no` stays a string (mixed precision off), `true`/`false` are booleans.
+    assert parse_overrides(["mixed_precision=no", "plot=false", "disable_progress_bar=True"]) == {
+        "mixed_precision": "no", "plot": False, "disable_progress_bar": True}
 
 
 def test_unknown_key_and_bad_values_error(capsys, tmp_path):
