@@ -14,7 +14,6 @@ import argparse
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from hf_jepa.data.reasoning import BOS_ID
 from hf_jepa.modeling.jepa_reasoner import DualTalkerConfig, DualTalkerModel, JepaReasonerConfig, JepaReasonerModel
 from hf_jepa.trainers import build_optimizer
 from hf_jepa.trainers.jepa_reasoner import JepaReasonerDataArguments, ReasoningData
@@ -50,7 +49,7 @@ def main():
     print(f"   KV cache:             {latents / chain_s[True]:8.0f} latents/s   speed-up "
           f"{chain_s[False] / chain_s[True]:.2f}x")
 
-    bos = torch.full((args.batch_size, 1), BOS_ID, dtype=torch.long)
+    bos = torch.full((args.batch_size, 1), talker.config.bos_token_id, dtype=torch.long)
 
     def talk(cache: bool):
         return talker.generate(input_ids=bos, latents=chain, prompt_ids=prompt[0], prompt_mask=prompt[1],
