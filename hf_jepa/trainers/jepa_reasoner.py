@@ -592,10 +592,9 @@ def reproduce_jepa_reasoner(
         return JepaTrainer(recipe, args).train()
 
     for task in tasks:
-        task_settings = {"num_train_examples": num_train_examples, **REPRODUCTION_DATA[task]}
-        task_settings["num_train_examples"] = min(num_train_examples, task_settings["num_train_examples"])
-        if quick:
-            task_settings["num_train_examples"] = 64
+        task_settings = dict(REPRODUCTION_DATA[task])
+        task_settings["num_train_examples"] = 64 if quick else min(
+            num_train_examples, task_settings.get("num_train_examples", num_train_examples))
         data_args = JepaReasonerDataArguments(task=task, task_seed=seed, num_eval_examples=8 if quick else num_eval_examples,
                                               **task_settings)
         task_data = ReasoningData(data_args)
