@@ -12,7 +12,8 @@
 Settings (YAML keys and ``--set`` names) are routed by name to the family's model config, the shared
 `TrainingArguments` or the family's data arguments; a ``model.``, ``train.`` or ``data.`` prefix picks the target
 explicitly. Values are read with YAML rules (``--set lr=1e-3 cnn_channels=[8,16] data=embedded``). Families plug in
-through :data:`FAMILIES`; nothing below is family-specific.
+through the `FAMILIES` each `hf_jepa.recipes` module exports, reproductions through `hf_jepa.reproductions`;
+nothing here is family-specific, and nothing heavy (torch, transformers) is imported before a command runs.
 """
 
 from __future__ import annotations
@@ -27,165 +28,29 @@ import math
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
+
+if TYPE_CHECKING:
+    from .recipes.family import Family
 
 
 logger = logging.getLogger("hf_jepa.cli")
 
-__all__ = ["FAMILIES", "Family", "TrainSetup", "build_train_setup", "format_metrics", "main", "parse_overrides"]
+__all__ = ["TrainSetup", "build_train_setup", "families", "format_metrics", "main", "parse_overrides"]
 
 
-def _load(path: str) -> Any:
-    """`"package.module:attr"` -> the attribute (imported lazily, so `hf-jepa --help` stays fast)."""
-    module, _, attr = path.partition(":")
-    return getattr(importlib.import_module(module), attr)
+def families() -> dict[str, Family]:
+    """The registry: every family the recipe modules export (`hf_jepa.recipes.load_families`), loaded once."""
+    global _FAMILIES
+    if _FAMILIES is None:
+        from .recipes import load_families
+
+        _FAMILIES = load_families()
+    return _FAMILIES
 
 
-@dataclass(frozen=True)
-class Family:
-    """How the CLI drives one JEPA family. Every entry is a lazy ``"module:attribute"`` reference."""
-
-    name: str
-    model_type: str  # `config.model_type`, used by `eval` to find the family of a saved model
-    config_class: str
-    data_args_class: str
-    recipe_class: str  # called as recipe_class(config, data_args, seed=...)
-    presets: Mapping[str, str | None]  # preset name -> config classmethod name (None: the class defaults)
-    default_preset: str
-    reproduce: str | None = None  # reproduce(data=, output_dir=, quick=) -> list[dict]
-    format_rows: str | None = None  # format_results_table(rows) -> str
-    result_rows: str | None = None  # result_rows(metrics) -> [(name, value)] for the printed table
-    training_defaults: str | None = None  # dict of TrainingArguments values this family trains with by default
-
-    def load_config_class(self):
-        return _load(self.config_class)
-
-    def load_data_args_class(self):
-        return _load(self.data_args_class)
-
-    def make_recipe(self, config, data_args, seed: int = 0):
-        return _load(self.recipe_class)(config, data_args, seed=seed)
-
-    def make_config(self, preset: str | None, **overrides):
-        preset = self.default_preset if preset is None else str(preset).replace("-", "_")
-        if preset not in self.presets:
-            raise ValueError(f"unknown preset {preset!r} for {self.name}; choose from {sorted(self.presets)}")
-        config_class = self.load_config_class()
-        method = self.presets[preset]
-        return getattr(config_class, method)(**overrides) if method else config_class(**overrides)
-
-
-FAMILIES: dict[str, Family] = {
-    "bro-jepa": Family(
-        name="bro-jepa",
-        model_type="bro_jepa",
-        config_class="hf_jepa.modeling.bro_jepa:BroJepaConfig",
-        data_args_class="hf_jepa.trainers.bro_jepa:BroJepaDataArguments",
-        recipe_class="hf_jepa.trainers.bro_jepa:BroJepaRecipe",
-        presets={"tiny": "tiny", "cpu_fast": "cpu_fast", "full": None},
-        default_preset="cpu_fast",
-        reproduce="hf_jepa.trainers.bro_jepa:reproduce_bro_jepa",
-        format_rows="hf_jepa.trainers.bro_jepa:format_results_table",
-        result_rows="hf_jepa.hub:bro_jepa_result_rows",
-        training_defaults="hf_jepa.trainers.bro_jepa:TRAINING_DEFAULTS",
-    ),
-    "epm-jepa": Family(
-        name="epm-jepa",
-        model_type="epm_jepa",
-        config_class="hf_jepa.modeling.epm_jepa:EpmJepaConfig",
-        data_args_class="hf_jepa.trainers.epm_jepa:EpmJepaDataArguments",
-        recipe_class="hf_jepa.trainers.epm_jepa:EpmJepaRecipe",
-        presets={"tiny": "tiny", "cpu_fast": "cpu_fast", "full": None},
-        default_preset="cpu_fast",
-        reproduce="hf_jepa.trainers.epm_jepa:reproduce_epm_jepa",
-        format_rows="hf_jepa.trainers.epm_jepa:format_results_table",
-        result_rows="hf_jepa.hub:epm_jepa_result_rows",
-        training_defaults="hf_jepa.trainers.epm_jepa:TRAINING_DEFAULTS",
-    ),
-    "t-jepa": Family(
-        name="t-jepa",
-        model_type="t_jepa",
-        config_class="hf_jepa.modeling.t_jepa:TJepaConfig",
-        data_args_class="hf_jepa.trainers.t_jepa:TJepaDataArguments",
-        recipe_class="hf_jepa.trainers.t_jepa:TJepaRecipe",
-        presets={"tiny": "tiny", "cpu_fast": "cpu_fast", "full": None},
-        default_preset="cpu_fast",
-        reproduce="hf_jepa.trainers.t_jepa:reproduce_t_jepa",
-        format_rows="hf_jepa.trainers.t_jepa:format_t_jepa_tables",
-        result_rows="hf_jepa.hub:t_jepa_result_rows",
-        training_defaults="hf_jepa.trainers.t_jepa:TRAINING_DEFAULTS",
-    ),
-    "i-jepa": Family(
-        name="i-jepa",
-        model_type="i_jepa",
-        config_class="hf_jepa.modeling.i_jepa:IJepaConfig",
-        data_args_class="hf_jepa.trainers.t_jepa:IJepaDataArguments",
-        recipe_class="hf_jepa.trainers.t_jepa:IJepaRecipe",
-        presets={"tiny": "tiny", "cpu_fast": "cpu_fast", "full": None},
-        default_preset="cpu_fast",
-        result_rows="hf_jepa.hub:i_jepa_result_rows",
-        training_defaults="hf_jepa.trainers.t_jepa:I_JEPA_TRAINING_DEFAULTS",
-    ),
-    # JEPA-Reasoner: the reasoner, each Talker (trained on a frozen reasoner: --set reasoner=DIR) and the two coupled
-    # baselines are separate families, each with its own config class; `reproduce jepa-reasoner` runs them all.
-    "jepa-reasoner": Family(
-        name="jepa-reasoner",
-        model_type="jepa_reasoner",
-        config_class="hf_jepa.modeling.jepa_reasoner:JepaReasonerConfig",
-        data_args_class="hf_jepa.trainers.jepa_reasoner:JepaReasonerDataArguments",
-        recipe_class="hf_jepa.trainers.jepa_reasoner:JepaReasonerRecipe",
-        presets={"tiny": "tiny", "cpu_fast": "cpu_fast", "full": "paper_0_9b"},
-        default_preset="cpu_fast",
-        reproduce="hf_jepa.trainers.jepa_reasoner:reproduce_jepa_reasoner",
-        format_rows="hf_jepa.trainers.jepa_reasoner:format_jepa_reasoner_tables",
-        result_rows="hf_jepa.hub:jepa_reasoner_result_rows",
-        training_defaults="hf_jepa.trainers.jepa_reasoner:TRAINING_DEFAULTS",
-    ),
-    "jepa-mono-talker": Family(
-        name="jepa-mono-talker",
-        model_type="jepa_mono_talker",
-        config_class="hf_jepa.modeling.jepa_reasoner:MonoTalkerConfig",
-        data_args_class="hf_jepa.trainers.jepa_reasoner:JepaReasonerDataArguments",
-        recipe_class="hf_jepa.trainers.jepa_reasoner:TalkerRecipe",
-        presets={"tiny": "tiny", "cpu_fast": "cpu_fast", "full": "paper_198m"},
-        default_preset="cpu_fast",
-        result_rows="hf_jepa.hub:jepa_reasoner_result_rows",
-        training_defaults="hf_jepa.trainers.jepa_reasoner:TRAINING_DEFAULTS",
-    ),
-    "jepa-dual-talker": Family(
-        name="jepa-dual-talker",
-        model_type="jepa_dual_talker",
-        config_class="hf_jepa.modeling.jepa_reasoner:DualTalkerConfig",
-        data_args_class="hf_jepa.trainers.jepa_reasoner:JepaReasonerDataArguments",
-        recipe_class="hf_jepa.trainers.jepa_reasoner:TalkerRecipe",
-        presets={"tiny": "tiny", "cpu_fast": "cpu_fast", "full": "paper_198m"},
-        default_preset="cpu_fast",
-        result_rows="hf_jepa.hub:jepa_reasoner_result_rows",
-        training_defaults="hf_jepa.trainers.jepa_reasoner:TRAINING_DEFAULTS",
-    ),
-    "coupled-lm": Family(
-        name="coupled-lm",
-        model_type="jepa_coupled_lm",
-        config_class="hf_jepa.modeling.jepa_reasoner:CoupledTransformerConfig",
-        data_args_class="hf_jepa.trainers.jepa_reasoner:JepaReasonerDataArguments",
-        recipe_class="hf_jepa.trainers.jepa_reasoner:CoupledRecipe",
-        presets={"tiny": "tiny", "cpu_fast": "cpu_fast", "full": None},
-        default_preset="cpu_fast",
-        result_rows="hf_jepa.hub:jepa_reasoner_result_rows",
-        training_defaults="hf_jepa.trainers.jepa_reasoner:TRAINING_DEFAULTS",
-    ),
-    "coconut": Family(
-        name="coconut",
-        model_type="jepa_coconut",
-        config_class="hf_jepa.modeling.jepa_reasoner:CoconutConfig",
-        data_args_class="hf_jepa.trainers.jepa_reasoner:JepaReasonerDataArguments",
-        recipe_class="hf_jepa.trainers.jepa_reasoner:CoconutRecipe",
-        presets={"tiny": "tiny", "cpu_fast": "cpu_fast", "full": None},
-        default_preset="cpu_fast",
-        result_rows="hf_jepa.hub:jepa_reasoner_result_rows",
-        training_defaults="hf_jepa.trainers.jepa_reasoner:TRAINING_DEFAULTS",
-    ),
-}
+_FAMILIES: dict[str, Family] | None = None
 
 
 class CliError(ValueError):
@@ -279,18 +144,16 @@ def build_train_setup(family_name: str, settings: Mapping[str, Any]) -> TrainSet
     from .hub import config_fields, dataclass_defaults
     from .trainers.trainer import TrainingArguments
 
-    if family_name not in FAMILIES:
-        raise CliError(f"unknown family {family_name!r}; available: {sorted(FAMILIES)}")
-    family = FAMILIES[family_name]
+    family = _family_arg(family_name)
     targets = {
-        "model": config_fields(family.load_config_class()),
+        "model": config_fields(family.config_class),
         "train": dataclass_defaults(TrainingArguments),
-        "data": dataclass_defaults(family.load_data_args_class()),
+        "data": dataclass_defaults(family.data_args_class),
     }
     annotations = {
-        "model": _annotations(family.load_config_class()),
+        "model": _annotations(family.config_class),
         "train": _annotations(TrainingArguments),
-        "data": _annotations(family.load_data_args_class()),
+        "data": _annotations(family.data_args_class),
     }
     settings = dict(settings)
     preset = settings.pop("preset", None)
@@ -315,9 +178,8 @@ def build_train_setup(family_name: str, settings: Mapping[str, Any]) -> TrainSet
         routed[key] = target
     try:
         config = family.make_config(preset, **values["model"])
-        defaults = _load(family.training_defaults) if family.training_defaults else {}
-        training_args = TrainingArguments(**{**defaults, **values["train"]})
-        data_args = family.load_data_args_class()(**values["data"])
+        training_args = TrainingArguments(**{**family.training_defaults, **values["train"]})
+        data_args = family.data_args_class(**values["data"])
     except (TypeError, ValueError) as error:
         raise CliError(str(error)) from error
     preset_name = family.default_preset if preset is None else str(preset).replace("-", "_")
@@ -326,13 +188,15 @@ def build_train_setup(family_name: str, settings: Mapping[str, Any]) -> TrainSet
 
 def _unknown_key_message(key: str, targets: Mapping[str, Mapping[str, Any]], family: Family,
                          only: str | None = None) -> str:
+    from .recipes.family import PRESETS
+
     labels = {"model": "model config", "train": "training", "data": "data"}
     lines = [f"unknown setting {key!r}. Valid keys:"]
     for name, names in targets.items():
         if only is None or name == only:
             lines.append(f"  {labels[name]} ({name}.): {', '.join(sorted(names))}")
     if only is None:
-        lines.append(f"  preset: {' | '.join(family.presets)} (default {family.default_preset})")
+        lines.append(f"  preset: {' | '.join(PRESETS)} (default {family.default_preset})")
     return "\n".join(lines)
 
 
@@ -368,26 +232,16 @@ def _format_number(value: Any) -> str:
 
 
 def format_metrics(metrics: Mapping[str, Any], family: Family | None = None) -> str:
-    """A markdown table of `metrics`: the family's summary rows when it has them, then per-op accuracies."""
-    rows: list[tuple[str, str]] = []
-    if family is not None and family.result_rows:
-        rows = list(_load(family.result_rows)(metrics))
+    """A markdown table of `metrics`: the family's summary rows when it has them (else every scalar metric), then the
+    family's extra table (e.g. BRo-JEPA's per-operation accuracies)."""
+    rows = list(family.result_rows(metrics)) if family is not None and family.result_rows else []
     if not rows:
         rows = [(k, _format_number(v)) for k, v in metrics.items() if not isinstance(v, dict)]
-    lines = ["| Metric | Value |", "|---|---|", *[f"| {name} | {value} |" for name, value in rows]]
-    direct = metrics.get("accuracy_per_operation") or {}
-    rolled = metrics.get("rollout_accuracy_per_operation") or {}
-    if direct:
-        ops = sorted({int(k) for k in direct} | {int(k) for k in rolled})
-        direct = {int(k): v for k, v in direct.items()}
-        rolled = {int(k): v for k, v in rolled.items()}
-
-        def pct(value):
-            return f"{100 * value:.2f}%" if isinstance(value, (int, float)) and math.isfinite(value) else "n/a"
-
-        lines += ["", "| k | direct | rollout |", "|---|---|---|"]
-        lines += [f"| {k:+d} | {pct(direct.get(k))} | {pct(rolled.get(k))} |" for k in ops]
-    return "\n".join(lines)
+    text = "\n".join(["| Metric | Value |", "|---|---|", *[f"| {name} | {value} |" for name, value in rows]])
+    if family is not None and family.extra_table is not None:
+        extra = family.extra_table(metrics)
+        text += f"\n\n{extra}" if extra else ""
+    return text
 
 
 def _json_default(value):
@@ -401,9 +255,10 @@ def _json_default(value):
 
 
 def _family_arg(name: str) -> Family:
-    if name not in FAMILIES:
-        raise CliError(f"unknown family {name!r}; available: {sorted(FAMILIES)}")
-    return FAMILIES[name]
+    registry = families()
+    if name not in registry:
+        raise CliError(f"unknown family {name!r}; available: {sorted(registry)}")
+    return registry[name]
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -430,10 +285,11 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def _family_of_model_type(model_type: str) -> Family:
-    for family in FAMILIES.values():
+    for family in families().values():
         if family.model_type == model_type:
             return family
-    raise CliError(f"no hf-jepa family handles model_type {model_type!r}; known: {[f.model_type for f in FAMILIES.values()]}")
+    known = [f.model_type for f in families().values()]
+    raise CliError(f"no hf-jepa family handles model_type {model_type!r}; known: {known}")
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -447,13 +303,18 @@ def cmd_eval(args: argparse.Namespace) -> int:
     model = AutoModel.from_pretrained(args.model_dir)
     model.eval()
     family = _family_of_model_type(model.config.model_type)
-    data_fields = dataclass_defaults(family.load_data_args_class())
+    data_fields = dataclass_defaults(family.data_args_class)
     data_kwargs = {"data": args.data} if "data" in data_fields else {}
-    if args.eval_images is not None and "eval_images" in data_fields:
-        data_kwargs["eval_images"] = args.eval_images
     if "tokenizer" in data_fields and Path(args.model_dir, "tokenizer_config.json").is_file():
         data_kwargs["tokenizer"] = args.model_dir  # the vocabulary the model was trained with
-    data_args = family.load_data_args_class()(**data_kwargs)
+    for key, value in parse_overrides(args.overrides or []).items():
+        if key not in data_fields:
+            raise CliError(f"eval --set: unknown data setting {key!r} for {family.name}; valid: {sorted(data_fields)}")
+        data_kwargs[key] = _coerce(key, value, data_fields[key], _annotations(family.data_args_class).get(key, ""))
+    try:
+        data_args = family.data_args_class(**data_kwargs)
+    except (TypeError, ValueError) as error:
+        raise CliError(str(error)) from error
     recipe = family.make_recipe(model.config, data_args, seed=0)
     metrics = recipe.evaluate(model, args.output_dir)
     if args.json:
@@ -464,17 +325,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
+    from .reproductions import load_reproductions
+
     family = _family_arg(args.family)
-    if not family.reproduce:
-        raise CliError(f"{family.name} has no reproduction recipe")
-    try:
-        reproduce = _load(family.reproduce)
-        format_table = _load(family.format_rows) if family.format_rows else None
-    except (ImportError, AttributeError) as error:
-        raise CliError(
-            f"the {family.name} reproduction is not available in this version of hf-jepa "
-            f"({family.reproduce} / {family.format_rows}: {error})"
-        ) from error
+    reproductions = load_reproductions()
+    if family.name not in reproductions:
+        raise CliError(f"{family.name} has no reproduction; families with one: {sorted(reproductions)}")
+    reproduce = reproductions[family.name]
     accepted = inspect.signature(reproduce).parameters
     extra = parse_overrides(args.overrides or [])
     if args.variant:
@@ -489,8 +346,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             extra[key] = tuple(value) if isinstance(value, list) else (value,)
         elif default is not inspect.Parameter.empty:
             extra[key] = _coerce(key, value, default, str(accepted[key].annotation))
-    rows = reproduce(data=args.data, output_dir=args.output_dir, quick=args.quick, **extra)
-    print(format_table(rows) if format_table else json.dumps(rows, indent=2, default=_json_default))
+    result = reproduce(data=args.data, output_dir=args.output_dir, quick=args.quick, **extra)
+    print(result.table)
     return 0
 
 
@@ -503,8 +360,19 @@ def cmd_push(args: argparse.Namespace) -> int:
     return 0
 
 
+class _FamilyNames:
+    """`choices` of the family arguments, read from the registry only when argparse checks a value: `hf-jepa --help`
+    then loads no recipe (and no torch)."""
+
+    def __contains__(self, name) -> bool:
+        return name in families()
+
+    def __iter__(self):
+        return iter(sorted(families()))
+
+
 def build_parser() -> argparse.ArgumentParser:
-    families = sorted(FAMILIES)
+    family_names = _FamilyNames()
     parser = argparse.ArgumentParser(prog="hf-jepa", description="Train, evaluate, reproduce and share JEPA models.")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True, metavar="{train,eval,reproduce,push}")
@@ -513,7 +381,8 @@ def build_parser() -> argparse.ArgumentParser:
         "Train a family's model. Settings come from --config (YAML, flat or with model:/train:/data: sections) and "
         "--set key=value (YAML values); each key goes to the model config, the training arguments or the data "
         "arguments, by name. `preset` (tiny | cpu_fast | full) picks the base model config."))
-    train.add_argument("family", choices=families)
+    train.add_argument("family", choices=family_names, metavar="FAMILY",
+                       help="one of: %(choices)s")
     train.add_argument("--config", help="YAML file of settings")
     train.add_argument("--set", dest="overrides", nargs="+", action="extend", metavar="KEY=VALUE", default=[],
                        help="override settings, e.g. --set preset=tiny max_steps=100 latent_dim=32")
@@ -524,13 +393,15 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("model_dir")
     evaluate.add_argument("--data", help="data source: a local folder, 'hub' or 'embedded' (default: $HF_JEPA_MNIST, else the Hub, "
                           "else the embedded digits)")
-    evaluate.add_argument("--eval-images", type=int, help="evaluate on the first N test images only")
+    evaluate.add_argument("--set", dest="overrides", nargs="+", action="extend", metavar="KEY=VALUE", default=[],
+                          help="data settings of the model's family, e.g. --set eval_images=500")
     evaluate.add_argument("--output-dir", help="also write figures (latent PCA) here")
     evaluate.add_argument("--json", action="store_true", help="print the metrics as JSON")
     evaluate.set_defaults(handler=cmd_eval)
 
     reproduce = sub.add_parser("reproduce", help="rerun a paper's experiments and print the results table")
-    reproduce.add_argument("family", choices=families)
+    reproduce.add_argument("family", choices=family_names, metavar="FAMILY",
+                           help="a family with a reproduction (bro-jepa, epm-jepa, t-jepa, jepa-reasoner)")
     reproduce.add_argument("--data", help="data source: a local folder, 'hub' or 'embedded'")
     reproduce.add_argument("--output-dir", help="where each run is saved")
     reproduce.add_argument("--quick", action="store_true", help="short runs (smoke test of the whole table)")

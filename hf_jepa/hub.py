@@ -446,7 +446,7 @@ def _reproduction_text(reproduction: Mapping[str, Any] | None) -> tuple[str | No
     """(markdown table, one-line description) of a `reproduce_epm_jepa` summary, or (None, None)."""
     if not reproduction:
         return None, None
-    from .trainers.epm_jepa import format_results_table
+    from .reproductions.epm_jepa import format_results_table
 
     table = format_results_table(reproduction)
     parts = []

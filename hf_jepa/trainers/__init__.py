@@ -1,8 +1,10 @@
-"""Training: one Accelerate loop for all families, plus one recipe per family."""
+"""Training: one Accelerate loop for all families (`JepaTrainer`) and the `Recipe` contract a family implements
+(the recipes themselves are in `hf_jepa.recipes`)."""
 
 from .ema import ema_momentum, ema_update_
 from .optim import build_optimizer, parameter_groups, warmup_cosine_lambda
-from .trainer import JepaTrainer, Recipe, TrainingArguments, TrainResult
+from .recipe import Recipe, seeded_generator
+from .trainer import JepaTrainer, TrainingArguments, TrainResult
 
 
 __all__ = [
@@ -14,5 +16,6 @@ __all__ = [
     "ema_momentum",
     "ema_update_",
     "parameter_groups",
+    "seeded_generator",
     "warmup_cosine_lambda",
 ]

@@ -1,6 +1,6 @@
 """One Accelerate training loop for every JEPA family.
 
-A family plugs in through a `Recipe` (how to build its model, draw batch `step` for a rank, which modules are EMA
+A family plugs in through a `Recipe` (`recipe.py`: how to build its model, draw batch `step` for a rank, which modules are EMA
 targets, how to finish and evaluate the model, what goes on its card); the loop itself holds no family-specific code.
 It runs unchanged in one process, under `accelerate launch` and under `torchrun`.
 """
@@ -11,7 +11,7 @@ import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 from accelerate import Accelerator
@@ -22,6 +22,7 @@ from transformers import PreTrainedModel
 
 from .ema import ema_momentum, ema_update_
 from .optim import build_optimizer, warmup_cosine_lambda
+from .recipe import Recipe
 
 
 logger = logging.getLogger(__name__)
@@ -62,37 +63,6 @@ class TrainingArguments:
             raise ValueError(f"mixed_precision must be 'no', 'bf16' or 'fp16', got {self.mixed_precision!r}")
         if self.warmup_steps < 0 or self.learning_rate <= 0:
             raise ValueError("warmup_steps must be >= 0 and learning_rate > 0")
-
-
-class Recipe(Protocol):
-    """What a family provides to the trainer."""
-
-    name: str
-
-    def build_model(self) -> PreTrainedModel: ...
-
-    def train_batch(self, step: int, rank: int, batch_size: int) -> dict[str, torch.Tensor]: ...
-
-    def ema_pairs(self, model: PreTrainedModel) -> list[tuple[torch.nn.Module, torch.nn.Module]]:
-        """(online, target) module pairs updated by EMA after each optimiser step."""
-        ...
-
-    def ema_schedule(self, model: PreTrainedModel) -> tuple[float, float]: ...
-
-    def finalize(self, model: PreTrainedModel) -> None:
-        """Post-training work that becomes part of the saved model (e.g. class prototypes)."""
-        ...
-
-    def evaluate(self, model: PreTrainedModel, output_dir: str | None = None) -> dict[str, Any]: ...
-
-    def on_log(self, model: PreTrainedModel, step: int, record: dict[str, float]) -> dict[str, float]:
-        """Extra values for the log record of optimiser step `step` (main process only), e.g. diagnostics that need
-        the model's state over time. Return `{}` for none."""
-        ...
-
-    def save_artifacts(self, model: PreTrainedModel, output_dir: str, metrics: dict, args: "TrainingArguments") -> None:
-        """Write what ships beside the weights: the model card, and a processor/tokenizer where the family has one."""
-        ...
 
 
 class _LoopState:

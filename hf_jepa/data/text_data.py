@@ -1,0 +1,28 @@
+"""`TextData`: a text corpus and its tokenizer, loaded once and shared by several training runs."""
+
+import logging
+
+from .text import load_text_corpus, text_source_description, train_wordpiece_tokenizer
+
+
+logger = logging.getLogger(__name__)
+
+
+class TextData:
+    """A tokenised corpus shared by several runs: the sentences, and a WordPiece tokenizer (trained on the train split
+    unless a saved one is given)."""
+
+    def __init__(self, source: str | None = None, tokenizer: str | None = None, vocab_size: int = 8000,
+                 split_seed: int = 0):
+        from transformers import AutoTokenizer
+
+        self.corpus = load_text_corpus(source, split_seed=split_seed)
+        self.source = text_source_description(self.corpus)
+        self.train_texts = list(self.corpus["train"]["text"])
+        self.validation_texts = list(self.corpus["validation"]["text"])
+        if tokenizer:
+            self.tokenizer = AutoTokenizer.from_pretrained(tokenizer)
+        else:
+            self.tokenizer = train_wordpiece_tokenizer(self.train_texts, vocab_size=vocab_size)
+        logger.info("Text corpus: %s (%d train / %d validation sentences), tokenizer of %d tokens", self.source,
+                    len(self.train_texts), len(self.validation_texts), len(self.tokenizer))

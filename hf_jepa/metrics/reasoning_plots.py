@@ -1,0 +1,52 @@
+"""Figures of the latent-reasoning evaluation: CFG robustness curves and the "mixed latents" PCA."""
+
+from pathlib import Path
+
+
+def plot_cfg_robustness(results: dict, path: str | Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for axis, kind, label in ((axes[0], "replacement", "input tokens replaced"),
+                              (axes[1], "noise", "latent Gaussian noise std")):
+        for name, curves in results.items():
+            xs = sorted(curves[kind])
+            axis.plot(xs, [100 * curves[kind][x] for x in xs], marker="o", label=name)
+        axis.set_xlabel(label)
+        axis.set_ylabel("valid under the grammar (%)")
+        axis.set_ylim(0, 102)
+        axis.grid(alpha=0.3)
+        axis.legend()
+    figure.suptitle("CFG completion robustness")
+    figure.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
+def plot_mixed_latents(stats: dict, task: str, path: str | Path) -> Path:
+    """The PCA scatter of `hf_jepa.metrics.reasoning.mixed_latents(...)`: predicted latents against the word latents."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(6, 5))
+    p, v = stats["predicted_2d"], stats["words_2d"]
+    axis.scatter(p[:, 0], p[:, 1], s=4, alpha=0.3, label=f"predicted latents ({len(p)})")
+    axis.scatter(v[:, 0], v[:, 1], s=20, marker="x", color="black", label="vocabulary latents")
+    axis.set_title(f"Mixed latents ({task}): PCA fitted on the vocabulary")
+    axis.legend(loc="best", fontsize=8)
+    figure.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+

@@ -1,0 +1,122 @@
+"""I-JEPA recipe: the image JEPA on MNIST digits (multi-block masks on the patch grid, EMA target), with the same
+collapse diagnostics as T-JEPA (MI proxy per target patch, rank/cosine of pooled target-encoder embeddings) and a
+linear probe on digit classes."""
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..data import MnistSplits
+from ..data.masking import MultiBlockMaskSampler
+from ..metrics.collapse import plot_failure_signature
+from ..metrics.downstream import linear_probe_accuracy
+from ..modeling.i_jepa import IJepaConfig, IJepaModel
+from ..trainers import seeded_generator
+from ._collapse import CollapseDiagnosedRecipe
+from .family import Family
+
+
+@dataclass
+class IJepaDataArguments:
+    """Data settings of the I-JEPA recipe (YAML keys / `--set` names)."""
+
+    data: str | None = None
+    diagnostics_images: int = 256
+    probe_images: int = 5000
+    plot: bool = True
+
+
+class IJepaRecipe(CollapseDiagnosedRecipe):
+    """I-JEPA on MNIST digits: multi-block masks on the patch grid, the same diagnostics as T-JEPA (MI proxy per
+    target patch, rank/cosine of pooled target-encoder embeddings), and a linear probe on digit classes."""
+
+    name = "i-jepa"
+
+    def __init__(self, config: IJepaConfig, data_args: IJepaDataArguments | None = None, seed: int = 0,
+                 splits: MnistSplits | None = None):
+        super().__init__(seed)
+        self.config = config
+        self.data_args = args = data_args or IJepaDataArguments()
+        self.splits = splits or MnistSplits(args.data)
+        self.sampler = MultiBlockMaskSampler(
+            input_size=config.grid_size, num_targets=config.num_target_blocks, target_scale=tuple(config.target_scale),
+            target_aspect=tuple(config.target_aspect_ratio), context_scale=tuple(config.context_scale),
+            min_keep=config.min_keep, seed=seed,
+        )
+        n = args.diagnostics_images
+        self.set_fixed_batches(self._batch_for(self.splits.train_images[:n], step=0, rank=1_000),
+                               self._batch_for(self.splits.test_images[:n], step=0, rank=1_001))
+
+    def _pixels(self, images):
+        """uint8 `(N, H, W)` -> `(N, C, H, W)` floats standardised with the config's per-channel statistics."""
+        mean = torch.tensor(self.config.pixel_mean, dtype=torch.float32).view(1, -1, 1, 1)
+        std = torch.tensor(self.config.pixel_std, dtype=torch.float32).view(1, -1, 1, 1)
+        return (images.float().unsqueeze(1) / 255.0 - mean) / std
+
+    def _batch_for(self, images, step, rank):
+        masks = self.sampler.sample(images.shape[0], step=step, rank=rank)
+        return {"pixel_values": self._pixels(images), "context_indices": masks["context_indices"],
+                "target_indices": masks["target_indices"]}
+
+    def train_batch(self, step: int, rank: int, batch_size: int) -> dict[str, torch.Tensor]:
+        index = torch.randint(len(self.splits.train_labels), (batch_size,), generator=seeded_generator(self.seed, step, rank))
+        return self._batch_for(self.splits.train_images[index], step, rank)
+
+    def build_model(self) -> IJepaModel:
+        return IJepaModel(self.config)
+
+    def ema_pairs(self, model):
+        return model.ema_pairs()
+
+    def batch_diagnostics(self, model: IJepaModel, batch) -> dict[str, float]:
+        output = model(**batch)
+        embeddings = model.embed(batch["pixel_values"])
+        predictions = output.predictions.flatten(0, 2).float()
+        metrics = self.diagnostics.compute(predictions, output.targets.flatten(0, 2).float(), embeddings.float())
+        metrics["loss"] = float(output.loss)
+        return metrics
+
+    def evaluate(self, model: IJepaModel, output_dir: str | None = None) -> dict[str, Any]:
+        metrics: dict[str, Any] = {"objective": "i-jepa", "data_source": self.splits.source}
+        metrics.update(self.final_diagnostics(model))
+        was_training = model.training
+        model.eval()
+        with torch.no_grad():
+            count = self.data_args.probe_images
+            embed = lambda images: torch.cat([model.embed(self._pixels(images[i:i + 512])).float()  # noqa: E731
+                                              for i in range(0, len(images), 512)])
+            train_x, test_x = embed(self.splits.train_images[:count]), embed(self.splits.test_images[:count])
+        model.train(was_training)
+        metrics["probe_accuracy"] = linear_probe_accuracy(train_x, self.splits.train_labels[:count].tolist(), test_x,
+                                                          self.splits.test_labels[:count].tolist())
+        if output_dir and self.data_args.plot and len(self.records) >= 2:
+            path = Path(output_dir) / "failure_signature.png"
+            plot_failure_signature({"I-JEPA (MNIST)": self.records}, path)
+            metrics["diagnostics_plot"] = path.name
+        return metrics
+
+    def save_artifacts(self, model, output_dir: str, metrics: dict, args) -> None:
+        from ..hub import render_i_jepa_card
+
+        self.write_records(output_dir)
+        card = render_i_jepa_card(model.config, metrics, training_args=args, data_args=self.data_args)
+        card.save(str(Path(output_dir) / "README.md"))
+
+
+# The defaults of `hf-jepa train i-jepa` and of the reproduction's image run.
+TRAINING_DEFAULTS = dict(max_steps=400, per_device_batch_size=64, learning_rate=1e-3, weight_decay=0.05,
+                         warmup_steps=40, mixed_precision="bf16", logging_steps=40, max_grad_norm=1.0)
+
+
+def _result_rows(metrics):
+    from ..hub import i_jepa_result_rows
+
+    return i_jepa_result_rows(metrics)
+
+
+FAMILIES = (
+    Family(name="i-jepa", config_class=IJepaConfig, data_args_class=IJepaDataArguments, recipe_class=IJepaRecipe,
+           training_defaults=TRAINING_DEFAULTS, result_rows=_result_rows),
+)

@@ -1,0 +1,64 @@
+"""The contract between the shared training loop and a family: the `Recipe` base class with its default hooks.
+
+A family's recipe (in `hf_jepa/recipes/<family>.py`) overrides what it needs: `build_model` and `train_batch` always,
+`evaluate` for its metrics, `ema_pairs`/`ema_schedule` when it has an EMA target, `on_log` for diagnostics over
+training, `finalize` for post-training state that is saved with the model, and `save_artifacts` for what ships beside
+the weights (card, processor, tokenizer).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
+    from .trainer import TrainingArguments
+
+
+def seeded_generator(seed: int, step: int, rank: int) -> torch.Generator:
+    """The generator of batch `step` on process `rank`: a pure function of the three, so runs resume exactly and ranks
+    draw different data."""
+    return torch.Generator().manual_seed((seed * 1_000_003 + step) * 10_007 + rank)
+
+
+class Recipe:
+    """What a family provides to `JepaTrainer`. Subclasses set `name` and implement `build_model` and `train_batch`."""
+
+    name: str = "recipe"
+
+    def build_model(self) -> PreTrainedModel:
+        raise NotImplementedError(f"{type(self).__name__} must implement build_model()")
+
+    def train_batch(self, step: int, rank: int, batch_size: int) -> dict[str, torch.Tensor]:
+        """Batch `step` of process `rank` (the same call gives the same batch: resume is exact)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement train_batch()")
+
+    def ema_pairs(self, model: PreTrainedModel) -> list[tuple[nn.Module, nn.Module]]:
+        """(online, target) module pairs updated by EMA after each optimiser step. Default: none."""
+        return []
+
+    def ema_schedule(self, model: PreTrainedModel) -> tuple[float, float]:
+        """EMA momentum at the first and the last step (cosine in between). Default: the config's
+        `ema_momentum`/`ema_momentum_end` when it has them."""
+        config = model.config
+        return getattr(config, "ema_momentum", 1.0), getattr(config, "ema_momentum_end", 1.0)
+
+    def on_log(self, model: PreTrainedModel, step: int, record: dict[str, float]) -> dict[str, float]:
+        """Extra values for the log record of optimiser step `step` (main process only), e.g. diagnostics that need
+        the model's state over time. Default: none."""
+        return {}
+
+    def finalize(self, model: PreTrainedModel) -> None:
+        """Post-training work that becomes part of the saved model (e.g. class prototypes). Default: nothing."""
+
+    def evaluate(self, model: PreTrainedModel, output_dir: str | None = None) -> dict[str, Any]:
+        """Metrics of the trained model (main process). Default: none."""
+        return {}
+
+    def save_artifacts(self, model: PreTrainedModel, output_dir: str, metrics: dict, args: TrainingArguments) -> None:
+        """Write what ships beside the weights: the model card, and a processor/tokenizer where the family has one."""
