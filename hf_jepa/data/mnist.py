@@ -11,17 +11,13 @@ import torch
 import datasets
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Image
 
+from .sources import MNIST_HUB_ID, is_offline
+
 
 logger = logging.getLogger(__name__)
 
-MNIST_HUB_ID = "ylecun/mnist"
 MNIST_ENV_VAR = "HF_JEPA_MNIST"
 MNIST_FEATURES = Features({"image": Image(), "label": ClassLabel(names=[str(i) for i in range(10)])})
-
-
-def _is_offline() -> bool:
-    truthy = {"1", "true", "yes", "on"}
-    return any(os.environ.get(var, "").lower() in truthy for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
 
 
 def _load_local(path: Path) -> DatasetDict:
@@ -93,7 +89,7 @@ def load_mnist(source: str | os.PathLike | None = None) -> DatasetDict:
         if not path.exists():
             raise FileNotFoundError(f"MNIST source path {str(path)!r} does not exist")
         return _tag(_load_local(path), f"local {path}")
-    if source == "hub" or not _is_offline():
+    if source == "hub" or not is_offline():
         try:
             return _tag(datasets.load_dataset(MNIST_HUB_ID), f"Hub {MNIST_HUB_ID}")
         except Exception as error:  # noqa: BLE001 - any network failure means: fall back

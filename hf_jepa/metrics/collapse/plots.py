@@ -1,0 +1,91 @@
+"""The plot of the T-JEPA failure signature; matplotlib (Agg backend) is imported here only, lazily."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from .constants import PAPER_MI_CEILING_NATS
+from .detection import DiagnosticsHistory
+
+
+_EVENT_STYLES = {
+    "mi_saturation_step": (":", "MI saturation"),
+    "divergence_step": ("--", "loss divergence"),
+    "rank_collapse_step": ("-.", "rank collapse"),
+}
+
+
+def plot_failure_signature(records_by_run: Mapping[str, Sequence[Mapping] | DiagnosticsHistory], path,
+                           title: str = "JEPA collapse diagnostics (T-JEPA failure signature)",
+                           signature_kwargs: Mapping | None = None) -> str:
+    """Save a PNG of the failure signature of one or more runs and return its path.
+
+    `records_by_run`: run name -> log records (see the module's record convention) or a `DiagnosticsHistory`.
+    Six panels, one colour per run, train solid and validation dashed: MI proxy (nats, with the paper's 0.35-nat
+    T-JEPA ceiling), effective rank, mean pairwise cosine with a +-std band (std = sqrt(cosine_variance)), cosine
+    variance, train/val loss, irreducible conditional variance (when logged). Vertical lines mark each run's
+    detected MI saturation (dotted), loss divergence (dashed) and rank collapse (dash-dot) on every panel
+    (`signature_kwargs` go to `failure_signature`). Matplotlib with the Agg backend, imported lazily.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    histories = {run: records if isinstance(records, DiagnosticsHistory) else DiagnosticsHistory.from_records(records)
+                 for run, records in records_by_run.items()}
+    panels = [
+        ("mi_proxy", "MI proxy (InfoNCE bound)", "nats"),
+        ("effective_rank", "effective rank (RankMe)", "rank"),
+        ("cosine_mean", "mean pairwise cosine (+- std)", "cosine"),
+        ("cosine_variance", "pairwise cosine variance", "variance"),
+        ("loss", "loss", "loss"),
+        ("irreducible_variance", "irreducible conditional variance", "squared distance"),
+    ]
+    figure, axes = plt.subplots(2, 3, figsize=(16, 8.5))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    signatures = {}
+    for index, (run, history) in enumerate(histories.items()):
+        color = colors[index % len(colors)]
+        signatures[run] = history.failure_signature(**(signature_kwargs or {}))
+        for axis, (metric, _, _) in zip(axes.flat, panels):
+            for split, style in (("train", "-"), ("val", "--")):
+                steps, values = history.series(f"{split}/{metric}")
+                if not steps:
+                    continue
+                axis.plot(steps, values, ls=style, color=color, marker="o", ms=2, lw=1.3, label=f"{run} {split}")
+                if metric == "cosine_mean":
+                    variance = dict(zip(*history.series(f"{split}/cosine_variance")))
+                    band = [(s, v, math.sqrt(max(variance[s], 0.0))) for s, v in zip(steps, values) if s in variance]
+                    if band:
+                        s, v, sd = zip(*band)
+                        axis.fill_between(s, [a - b for a, b in zip(v, sd)], [a + b for a, b in zip(v, sd)],
+                                          color=color, alpha=0.12 if split == "train" else 0.07, lw=0)
+            for key, (style, _) in _EVENT_STYLES.items():
+                if signatures[run][key] is not None:
+                    axis.axvline(signatures[run][key], color=color, ls=style, lw=1.1, alpha=0.8)
+    for axis, (metric, name, ylabel) in zip(axes.flat, panels):
+        if metric == "mi_proxy":
+            axis.axhline(PAPER_MI_CEILING_NATS, color="grey", ls=(0, (1, 3)), lw=1,
+                         label=f"T-JEPA ceiling {PAPER_MI_CEILING_NATS} nats")
+        axis.set_title(name, fontsize=10)
+        axis.set_xlabel("step")
+        axis.set_ylabel(ylabel)
+        if not axis.lines:
+            axis.text(0.5, 0.5, "not logged", ha="center", va="center", transform=axis.transAxes, color="grey")
+        elif axis.get_legend_handles_labels()[0]:
+            axis.legend(fontsize=7)
+    event_handles = [Line2D([], [], color="black", ls=style, label=label) for style, label in _EVENT_STYLES.values()]
+    figure.legend(handles=event_handles, loc="lower center", ncol=3, fontsize=9, frameon=False)
+    summary = "; ".join(
+        f"{run}: MI sat. {s['mi_saturation_step']}, diverge {s['divergence_step']}, collapse {s['rank_collapse_step']}"
+        f", paper order {s['order_matches_paper']}" for run, s in signatures.items())
+    figure.suptitle(f"{title}\n{summary}", fontsize=10)
+    figure.tight_layout(rect=(0, 0.04, 1, 1))
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return str(path)
