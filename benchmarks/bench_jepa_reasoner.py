@@ -16,7 +16,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from hf_jepa.modeling.jepa_reasoner import DualTalkerConfig, DualTalkerModel, JepaReasonerConfig, JepaReasonerModel
 from hf_jepa.trainers import build_optimizer
-from hf_jepa.trainers.jepa_reasoner import JepaReasonerDataArguments, ReasoningData
+from hf_jepa.data.reasoning import ReasoningData
+from hf_jepa.recipes.jepa_reasoner import JepaReasonerDataArguments
 from timing import matmul_peak, timed
 
 

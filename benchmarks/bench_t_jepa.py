@@ -15,7 +15,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from hf_jepa.modeling.t_jepa import TJepaConfig, TJepaModel
 from hf_jepa.trainers import build_optimizer
-from hf_jepa.trainers.t_jepa import TextData, TJepaDataArguments, TJepaRecipe
+from hf_jepa.data.text import TextData
+from hf_jepa.recipes.t_jepa import TJepaDataArguments, TJepaRecipe
 from timing import matmul_peak, timed
 
 

@@ -13,11 +13,12 @@ import yaml
 from huggingface_hub import ModelCard
 
 from hf_jepa import hub as hf_hub_module
-from hf_jepa.cli import FAMILIES, build_parser, build_train_setup, main, parse_overrides
+from hf_jepa.cli import build_parser, build_train_setup, families, main, parse_overrides
+from hf_jepa.recipes import PRESETS
 from hf_jepa.hub import MODEL_ID_PLACEHOLDER, push_to_hub, render_bro_jepa_card, template_text
 from hf_jepa.modeling.bro_jepa import BroJepaConfig
 from hf_jepa.testing.hub_server import LoopbackHub, use_loopback_hub
-from hf_jepa.trainers.bro_jepa import BroJepaDataArguments
+from hf_jepa.recipes.bro_jepa import BroJepaDataArguments
 from hf_jepa.trainers.trainer import TrainingArguments
 
 
@@ -185,33 +186,29 @@ def test_yaml_config_sections_and_set_precedence(tmp_path):
     assert setup.training_args.max_steps == 9 and setup.data_args.max_shift == 1
 
 
-def test_reproduce_calls_the_recipe_or_explains(monkeypatch, capsys, tmp_path):
-    import hf_jepa.trainers.bro_jepa as bro
+def test_reproduce_runs_the_family_reproduction_or_explains(capsys, tmp_path):
+    # One real row of the BRo-JEPA table (20 steps on the embedded digits): the CLI prints the reproduction's table and
+    # the reproduction writes it beside its JSON rows.
+    assert main(["reproduce", "bro-jepa", "--data", "embedded", "--output-dir", str(tmp_path), "--quick",
+                 "--variant", "Supervised MLP"]) == 0
+    out = capsys.readouterr().out
+    assert "| Supervised MLP |" in out and out.strip() == (tmp_path / "results.md").read_text().strip()
+    assert [row["variant"] for row in json.loads((tmp_path / "results.json").read_text())["rows"]] == ["Supervised MLP"]
 
-    calls = []
-
-    def fake_reproduce(data=None, output_dir=None, quick=False):
-        calls.append((data, output_dir, quick))
-        return [{"system": "BRo-JEPA MFR", "zero_shot": 0.99}]
-
-    monkeypatch.setattr(bro, "reproduce_bro_jepa", fake_reproduce, raising=False)
-    monkeypatch.setattr(bro, "format_results_table", lambda rows: f"TABLE {len(rows)} rows", raising=False)
-    assert main(["reproduce", "bro-jepa", "--data", "embedded", "--output-dir", str(tmp_path), "--quick"]) == 0
-    assert calls == [("embedded", str(tmp_path), True)]
-    assert "TABLE 1 rows" in capsys.readouterr().out
-
-    monkeypatch.delattr(bro, "reproduce_bro_jepa")
-    with pytest.raises(SystemExit) as exit_info:
-        main(["reproduce", "bro-jepa", "--quick"])
+    with pytest.raises(SystemExit) as exit_info:  # a family without a reproduction
+        main(["reproduce", "i-jepa", "--quick"])
     assert exit_info.value.code == 2
-    assert "not available" in capsys.readouterr().err
+    assert "i-jepa has no reproduction" in capsys.readouterr().err
 
 
 def test_registry_entries_resolve():
-    for family in FAMILIES.values():
-        assert family.default_preset in family.presets
-        family.load_config_class(), family.load_data_args_class()
-        family.make_config(family.default_preset)
+    registry = families()
+    assert {"bro-jepa", "epm-jepa", "t-jepa", "i-jepa", "jepa-reasoner", "jepa-mono-talker", "jepa-dual-talker",
+            "coupled-lm", "coconut"} <= set(registry)
+    for family in registry.values():
+        for preset in PRESETS:  # every config class offers the three presets, each taking overrides
+            assert isinstance(family.make_config(preset), family.config_class)
+        assert family.make_config().model_type == family.model_type
 
 
 # ------------------------------------------------------------------------------------------------ end to end
@@ -258,7 +255,7 @@ def test_eval_command_reproduces_saved_metrics(trained_dir, capsys):
         assert got[key] == pytest.approx(saved[key], abs=1e-6), key
     assert got["accuracy_per_operation"].keys() == saved["accuracy_per_operation"].keys()
 
-    assert main(["eval", str(trained_dir), "--data", "embedded", "--eval-images", "50"]) == 0
+    assert main(["eval", str(trained_dir), "--data", "embedded", "--set", "eval_images=50"]) == 0
     out = capsys.readouterr().out
     assert "| Zero-shot accuracy, mean over 16 unseen ops (±2…±9) |" in out and "| Test images evaluated | 50 |" in out
 

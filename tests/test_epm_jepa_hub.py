@@ -27,7 +27,8 @@ from hf_jepa.hub import (
     template_text,
 )
 from hf_jepa.testing.hub_server import LoopbackHub, use_loopback_hub
-from hf_jepa.trainers.epm_jepa import EpmJepaDataArguments, format_results_table
+from hf_jepa.recipes.epm_jepa import EpmJepaDataArguments
+from hf_jepa.reproductions.epm_jepa import format_results_table
 from hf_jepa.trainers.trainer import TrainingArguments
 
 

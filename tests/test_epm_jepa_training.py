@@ -8,14 +8,12 @@ import pytest
 import torch
 
 from hf_jepa import EpmJepaConfig, EpmJepaModel
-from hf_jepa.trainers.epm_jepa import (
-    EpmJepaDataArguments,
-    EpmJepaRecipe,
+from hf_jepa.recipes.epm_jepa import EpmJepaDataArguments, EpmJepaRecipe, set_trainable_parts
+from hf_jepa.reproductions.epm_jepa import (
     format_results_table,
     preregistered_outcome,
     relative_improvement,
     reproduce_epm_jepa,
-    set_trainable_parts,
     summarize_runs,
 )
 from hf_jepa.trainers.trainer import JepaTrainer, TrainingArguments
@@ -109,7 +107,7 @@ def test_outcome_classes_and_summary_by_hand():
 
 
 def test_quick_reproduction_writes_table_plot_and_runs(embedded_splits, tmp_path):
-    summary = reproduce_epm_jepa(data="embedded", output_dir=str(tmp_path), quick=True, seeds=(0,))
+    summary = reproduce_epm_jepa(data="embedded", output_dir=str(tmp_path), quick=True, seeds=(0,)).summary
     assert set(summary["tracks"]) == {"vanilla", "ei", "epm"} and "outcome" in summary
     assert (tmp_path / "results.md").read_text().startswith("| Track |")
     assert (tmp_path / "diagnostics.png").stat().st_size > 10_000

@@ -754,7 +754,7 @@ def count_on_meta(cls, config):
 
 
 def test_full_size_parameter_counts_on_meta():
-    model, total = count_on_meta(JepaReasonerModel, JepaReasonerConfig.paper_0_9b())
+    model, total = count_on_meta(JepaReasonerModel, JepaReasonerConfig.full())
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     encoder = sum(p.numel() for p in model.encoder.parameters())
     assert trainable == total - encoder  # the EMA target encoder is a frozen copy
@@ -762,7 +762,7 @@ def test_full_size_parameter_counts_on_meta():
     h, i, v = 1536, 4096, 50304
     block = 4 * h * h + 3 * h * i + 2 * h
     assert trainable == v * h + 29 * block + 2 * h  # embeddings, 4 + 25 blocks, two hybrid-norm gains
-    for cls, config in ((MonoTalkerModel, MonoTalkerConfig.paper_198m()), (DualTalkerModel, DualTalkerConfig.paper_198m())):
+    for cls, config in ((MonoTalkerModel, MonoTalkerConfig.full()), (DualTalkerModel, DualTalkerConfig.full())):
         _, talker = count_on_meta(cls, config)
         assert abs(talker - 198e6) / 198e6 < 0.1, (cls.__name__, talker)  # ~194.5M
         assert config.latent_size == model.config.hidden_size

@@ -20,18 +20,10 @@ from hf_jepa.modeling.jepa_reasoner import (
     MonoTalkerConfig,
     MonoTalkerModel,
 )
-from hf_jepa.trainers.jepa_reasoner import (
-    CoupledRecipe,
-    CoupledSystem,
-    DecoupledSystem,
-    JepaReasonerDataArguments,
-    JepaReasonerRecipe,
-    ReasoningData,
-    TalkerRecipe,
-    cfg_robustness,
-    format_jepa_reasoner_tables,
-    reproduce_jepa_reasoner,
-)
+from hf_jepa.data.reasoning import ReasoningData
+from hf_jepa.metrics.reasoning import CoupledSystem, DecoupledSystem, cfg_robustness
+from hf_jepa.recipes.jepa_reasoner import CoupledRecipe, JepaReasonerDataArguments, JepaReasonerRecipe, TalkerRecipe
+from hf_jepa.reproductions.jepa_reasoner import format_jepa_reasoner_tables, reproduce_jepa_reasoner
 from hf_jepa.trainers.trainer import JepaTrainer, TrainingArguments
 
 
@@ -167,7 +159,7 @@ def test_coupled_recipe_reports_accuracy(cfg_data, tmp_path):
 
 
 def test_quick_reproduction_writes_tables_and_plots(tmp_path):
-    summary = reproduce_jepa_reasoner(output_dir=str(tmp_path), quick=True)
+    summary = reproduce_jepa_reasoner(output_dir=str(tmp_path), quick=True).summary
     assert set(summary["tasks"]) == {"tree_search", "cfg", "arithmetic"}
     assert (tmp_path / "results.md").read_text() == format_jepa_reasoner_tables(summary) + "\n"
     robustness = summary["tasks"]["cfg"]["robustness"]

@@ -16,7 +16,7 @@ import torch
 from hf_jepa.modeling.bro_jepa import BroJepaConfig
 from hf_jepa.trainers import JepaTrainer, TrainingArguments
 from hf_jepa.data import MnistSplits
-from hf_jepa.trainers.bro_jepa import TRAINING_DEFAULTS, BroJepaDataArguments, BroJepaRecipe
+from hf_jepa.recipes.bro_jepa import TRAINING_DEFAULTS, BroJepaDataArguments, BroJepaRecipe
 
 from conftest import mnist_dir, _skip_reason
 

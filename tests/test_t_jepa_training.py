@@ -8,18 +8,11 @@ import torch
 
 from hf_jepa import TJepaConfig, TJepaModel
 from hf_jepa.modeling.i_jepa import IJepaConfig
-from hf_jepa.trainers.t_jepa import (
-    IJepaDataArguments,
-    IJepaRecipe,
-    TextData,
-    TJepaDataArguments,
-    TJepaRecipe,
-    check_tokenizer,
-    format_t_jepa_tables,
-    online_downstream,
-    reproduce_t_jepa,
-    retrieval_recall,
-)
+from hf_jepa.data.text import TextData
+from hf_jepa.metrics.downstream import online_downstream, retrieval_recall
+from hf_jepa.recipes.i_jepa import IJepaDataArguments, IJepaRecipe
+from hf_jepa.recipes.t_jepa import TJepaDataArguments, TJepaRecipe, check_tokenizer
+from hf_jepa.reproductions.t_jepa import format_t_jepa_tables, reproduce_t_jepa
 from hf_jepa.trainers.trainer import JepaTrainer, TrainingArguments
 
 
@@ -95,7 +88,7 @@ def test_i_jepa_recipe_trains_and_probes(embedded_splits, tmp_path):
 
 def test_quick_reproduction_writes_tables_and_plots(tmp_path):
     summary = reproduce_t_jepa(data="embedded", mnist="embedded", output_dir=str(tmp_path), quick=True,
-                               ambiguities=(1, 4), objectives=("mlm",))
+                               ambiguities=(1, 4), objectives=("mlm",)).summary
     assert {"t-jepa", "i-jepa", "mlm", "untrained encoder", "ambiguity-1", "ambiguity-4"} <= set(summary["runs"])
     table = (tmp_path / "results.md").read_text()
     assert table == format_t_jepa_tables(summary) + "\n" and "| T-JEPA (text) |" in table

@@ -20,7 +20,7 @@ from hf_jepa.trainers import (
     warmup_cosine_lambda,
 )
 from hf_jepa.trainers import trainer as trainer_module
-from hf_jepa.trainers.bro_jepa import BroJepaDataArguments, BroJepaRecipe
+from hf_jepa.recipes.bro_jepa import BroJepaDataArguments, BroJepaRecipe
 
 
 # ---------------------------------------------------------------------------------------------------------- helpers

@@ -7,7 +7,7 @@ import math
 import torch
 
 from ..data.reasoning import REASONING_SPECIAL_TOKENS, CfgTask
-from ..data.reasoning_data import ReasoningData
+from ..data.reasoning import ReasoningData
 
 
 class _System:

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from ..data.reasoning import REASONING_TASKS
-from ..data.reasoning_data import ReasoningData
+from ..data.reasoning import ReasoningData
 from ..metrics.reasoning import CoconutSystem, CoupledSystem, DecoupledSystem, mixed_latents
 from ..metrics.reasoning_plots import plot_mixed_latents
 from ..modeling.jepa_reasoner import (

@@ -18,7 +18,7 @@ import torch
 
 from ..data.masking import SpanMaskingCollator
 from ..data.text import AmbiguityCorpus, retrieval_task, topic_classification_task, train_wordpiece_tokenizer
-from ..data.text_data import TextData
+from ..data.text import TextData
 from ..metrics.collapse import irreducible_conditional_variance, plot_failure_signature
 from ..metrics.downstream import embed_texts, linear_probe_accuracy, online_downstream, retrieval_recall
 from ..modeling.t_jepa import TJepaConfig, TJepaModel

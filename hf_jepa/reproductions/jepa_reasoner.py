@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..data.reasoning_data import ReasoningData
+from ..data.reasoning import ReasoningData
 from ..metrics.reasoning import CoconutSystem, CoupledSystem, DecoupledSystem, cfg_robustness
 from ..metrics.reasoning_plots import plot_cfg_robustness
 from ..modeling.jepa_reasoner import (

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from ..data import MnistSplits
-from ..data.text_data import TextData
+from ..data.text import TextData
 from ..metrics.collapse import plot_failure_signature
 from ..modeling.i_jepa import IJepaConfig
 from ..modeling.t_jepa import TJepaConfig, TJepaModel

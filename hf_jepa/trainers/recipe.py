@@ -17,8 +17,6 @@ from torch import nn
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
-    from .trainer import TrainingArguments
-
 
 def seeded_generator(seed: int, step: int, rank: int) -> torch.Generator:
     """The generator of batch `step` on process `rank`: a pure function of the three, so runs resume exactly and ranks
@@ -60,5 +58,6 @@ class Recipe:
         """Metrics of the trained model (main process). Default: none."""
         return {}
 
-    def save_artifacts(self, model: PreTrainedModel, output_dir: str, metrics: dict, args: TrainingArguments) -> None:
-        """Write what ships beside the weights: the model card, and a processor/tokenizer where the family has one."""
+    def save_artifacts(self, model: PreTrainedModel, output_dir: str, metrics: dict, args: Any) -> None:
+        """Write what ships beside the weights: the model card, and a processor/tokenizer where the family has one.
+        `args` is the run's `TrainingArguments`."""

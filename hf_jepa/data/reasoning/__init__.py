@@ -52,6 +52,8 @@ from .registry import REASONING_TASKS, load_reasoning_task
 from .tree_search import TreeSearchTask
 
 
+from .splits import ReasoningData
+
 __all__ = [
     "BOS_TOKEN",
     "CFG_GRAMMAR",
@@ -67,6 +69,7 @@ __all__ = [
     "UNK_TOKEN",
     "ArithmeticWordProblems",
     "CfgTask",
+    "ReasoningData",
     "ReasoningExample",
     "ReasoningTask",
     "TreeSearchTask",

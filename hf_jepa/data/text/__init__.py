@@ -31,6 +31,8 @@ from .topics import COARSE_LABELS, OTHER_GROUP, TOPIC_GROUPS, topic_group, topic
 from .wordpiece import SPECIAL_TOKENS, learn_wordpiece_vocab, train_wordpiece_tokenizer
 
 
+from .text_data import TextData
+
 __all__ = [
     "AMBIGUITY_OBJECTS",
     "AMBIGUITY_PLACES",
@@ -43,6 +45,7 @@ __all__ = [
     "RetrievalTask",
     "SPECIAL_TOKENS",
     "TOPIC_GROUPS",
+    "TextData",
     "TopicClassificationTask",
     "embedded_sentences",
     "embedded_text_dataset",

@@ -188,5 +188,10 @@ class BroJepaConfig(PretrainedConfig):
         kwargs.update(overrides)
         return cls(**kwargs)
 
+    @classmethod
+    def full(cls, **overrides) -> "BroJepaConfig":
+        """The paper-size model: the class defaults (ResNet encoder as configured by default) with `overrides`."""
+        return cls(**overrides)
+
 
 __all__ = ["BroJepaConfig"]

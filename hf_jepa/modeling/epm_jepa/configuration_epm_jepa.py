@@ -210,5 +210,10 @@ class EpmJepaConfig(PretrainedConfig):
         kwargs.update(overrides)
         return cls(**kwargs)
 
+    @classmethod
+    def full(cls, **overrides) -> "EpmJepaConfig":
+        """The GPU-size world model: the class defaults with `overrides`."""
+        return cls(**overrides)
+
 
 __all__ = ["EpmJepaConfig"]

@@ -225,5 +225,10 @@ class IJepaConfig(PretrainedConfig):
         kwargs.update(overrides)
         return cls(**kwargs)
 
+    @classmethod
+    def full(cls, **overrides) -> "IJepaConfig":
+        """The paper-size I-JEPA: the class defaults with `overrides`."""
+        return cls(**overrides)
+
 
 __all__ = ["IJepaConfig", "vit_huge_config"]

@@ -180,7 +180,7 @@ class JepaReasonerConfig(PretrainedConfig):
             raise ValueError(f"JepaReasonerConfig.cosine_loss_scale must be positive, got {self.cosine_loss_scale!r}")
 
     @classmethod
-    def paper_0_9b(cls, **overrides) -> "JepaReasonerConfig":
+    def full(cls, **overrides) -> "JepaReasonerConfig":
         """The paper's 0.9B reasoner (the defaults): 1536 wide, 4 encoder + 25 reasoning blocks, 12 heads,
         SwiGLU 4096, 50,304 tokens: ~898M trainable parameters (the EMA target encoder adds ~152M frozen ones)."""
         return cls(**overrides)
@@ -301,7 +301,7 @@ class MonoTalkerConfig(JepaTalkerConfig):
             )
 
     @classmethod
-    def paper_198m(cls, **overrides) -> "MonoTalkerConfig":
+    def full(cls, **overrides) -> "MonoTalkerConfig":
         """The paper-size Talker (the defaults, ~194.5M parameters)."""
         return cls(**overrides)
 
@@ -345,7 +345,7 @@ class DualTalkerConfig(JepaTalkerConfig):
             )
 
     @classmethod
-    def paper_198m(cls, **overrides) -> "DualTalkerConfig":
+    def full(cls, **overrides) -> "DualTalkerConfig":
         """The paper-size Dual-Talker (the defaults, ~194.5M parameters)."""
         return cls(**overrides)
 
@@ -445,6 +445,11 @@ class CoupledTransformerConfig(PretrainedConfig):
         kwargs.update(overrides)
         return cls(**kwargs)
 
+    @classmethod
+    def full(cls, **overrides) -> "CoupledTransformerConfig":
+        """The baseline at the paper's size (the class defaults, matched to the 0.9B reasoner) with `overrides`."""
+        return cls(**overrides)
+
 
 class CoconutConfig(CoupledTransformerConfig):
     r"""
@@ -514,6 +519,11 @@ def _sub_config(value, name: str, classes: dict):
     raise ValueError(
         f"JepaReasonerWithTalkerConfig.{name} must be a config or a dict, got {type(value).__name__}"
     )
+
+    @classmethod
+    def full(cls, **overrides) -> "CoconutConfig":
+        """The baseline at the paper's size (the class defaults, matched to the 0.9B reasoner) with `overrides`."""
+        return cls(**overrides)
 
 
 class JepaReasonerWithTalkerConfig(PretrainedConfig):

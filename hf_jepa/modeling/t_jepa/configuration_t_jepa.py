@@ -174,5 +174,10 @@ class TJepaConfig(PretrainedConfig):
         kwargs.update(overrides)
         return cls(**kwargs)
 
+    @classmethod
+    def full(cls, **overrides) -> "TJepaConfig":
+        """The paper-size T-JEPA: the class defaults (a BERT-Large backbone) with `overrides`."""
+        return cls(**overrides)
+
 
 __all__ = ["TJepaConfig", "bert_large_config"]

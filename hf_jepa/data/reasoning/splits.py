@@ -4,7 +4,9 @@ import logging
 
 import torch
 
-from .reasoning import ReasoningExample, encode_reasoning_examples, load_reasoning_task
+from .common import ReasoningExample
+from .encoding import encode_reasoning_examples
+from .registry import load_reasoning_task
 
 
 logger = logging.getLogger(__name__)

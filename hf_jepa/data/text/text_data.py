@@ -2,7 +2,8 @@
 
 import logging
 
-from .text import load_text_corpus, text_source_description, train_wordpiece_tokenizer
+from .corpus import load_text_corpus, text_source_description
+from .wordpiece import train_wordpiece_tokenizer
 
 
 logger = logging.getLogger(__name__)
