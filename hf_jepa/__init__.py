@@ -1,58 +1,77 @@
 """hf-jepa: JEPA research systems as first-class Hugging Face citizens.
 
-Importing the package registers every config and model with the transformers Auto classes and every pipeline task.
+Importing the package registers every config and model with the transformers Auto classes and every pipeline task
+(`register_auto_classes`). The one exception is the `hf-jepa` command line, whose `--help` must answer without
+importing torch: when the process was started as `hf-jepa`, the CLI registers the classes itself before any command
+runs. The public classes below are resolved on first access either way.
 """
 
-from transformers import AutoConfig, AutoImageProcessor, AutoModel
-
-from .modeling.bro_jepa import BroJepaConfig, BroJepaImageProcessor, BroJepaModel, BroJepaOutput
-from .modeling.epm_jepa import EpmJepaConfig, EpmJepaModel, EpmJepaOutput
-from .modeling.i_jepa import IJepaConfig, IJepaModel, IJepaOutput
-# The JEPA-Reasoner family registers its own configs/models (five model types) on import.
-from .modeling.jepa_reasoner import (
-    CoconutConfig,
-    CoconutLM,
-    CoupledTransformerConfig,
-    CoupledTransformerLM,
-    DualTalkerConfig,
-    DualTalkerModel,
-    JepaReasonerConfig,
-    JepaReasonerModel,
-    JepaReasonerWithTalker,
-    JepaReasonerWithTalkerConfig,
-    MonoTalkerConfig,
-    MonoTalkerModel,
-)
-from .modeling.t_jepa import TJepaConfig, TJepaModel, TJepaOutput
+import importlib
+import os
+import sys
 
 
 __version__ = "0.1.0"
 
-AutoConfig.register(BroJepaConfig.model_type, BroJepaConfig, exist_ok=True)
-AutoModel.register(BroJepaConfig, BroJepaModel, exist_ok=True)
-AutoImageProcessor.register(BroJepaConfig, image_processor_classes={"pil": BroJepaImageProcessor}, exist_ok=True)
-AutoConfig.register(EpmJepaConfig.model_type, EpmJepaConfig, exist_ok=True)
-AutoModel.register(EpmJepaConfig, EpmJepaModel, exist_ok=True)
-AutoConfig.register(IJepaConfig.model_type, IJepaConfig, exist_ok=True)
-AutoModel.register(IJepaConfig, IJepaModel, exist_ok=True)
-AutoConfig.register(TJepaConfig.model_type, TJepaConfig, exist_ok=True)
-AutoModel.register(TJepaConfig, TJepaModel, exist_ok=True)
+_EXPORTS = {
+    "hf_jepa.modeling.bro_jepa": ("BroJepaConfig", "BroJepaImageProcessor", "BroJepaModel", "BroJepaOutput"),
+    "hf_jepa.modeling.epm_jepa": ("EpmJepaConfig", "EpmJepaModel", "EpmJepaOutput"),
+    "hf_jepa.modeling.i_jepa": ("IJepaConfig", "IJepaModel", "IJepaOutput"),
+    "hf_jepa.modeling.jepa_reasoner": (
+        "CoconutConfig", "CoconutLM", "CoupledTransformerConfig", "CoupledTransformerLM", "DualTalkerConfig",
+        "DualTalkerModel", "JepaReasonerConfig", "JepaReasonerModel", "JepaReasonerWithTalker",
+        "JepaReasonerWithTalkerConfig", "MonoTalkerConfig", "MonoTalkerModel",
+    ),
+    "hf_jepa.modeling.t_jepa": ("TJepaConfig", "TJepaModel", "TJepaOutput"),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+_registered = False
 
-# trust_remote_code export: `save_pretrained` / `push_to_hub` copy the self-contained modeling folder's files next to
-# the weights and write `auto_map`, so a saved directory or Hub repo loads with `AutoModel.from_pretrained(path,
-# trust_remote_code=True)` (and `AutoImageProcessor`, from preprocessor_config.json's own `auto_map`) where hf_jepa
-# is not installed. Where it is installed, the registered classes above are used (no remote code runs).
-BroJepaConfig.register_for_auto_class()
-BroJepaModel.register_for_auto_class("AutoModel")
-BroJepaImageProcessor.register_for_auto_class("AutoImageProcessor")
-EpmJepaConfig.register_for_auto_class()
-EpmJepaModel.register_for_auto_class("AutoModel")
-IJepaConfig.register_for_auto_class()
-IJepaModel.register_for_auto_class("AutoModel")
-TJepaConfig.register_for_auto_class()
-TJepaModel.register_for_auto_class("AutoModel")
 
-from . import pipelines  # noqa: E402,F401  (registers the pipeline tasks)
+def __getattr__(name: str):
+    if name in _MODULE_OF:
+        return getattr(importlib.import_module(_MODULE_OF[name]), name)
+    raise AttributeError(f"module 'hf_jepa' has no attribute {name!r}")
+
+
+def register_auto_classes() -> None:
+    """Register every config, model and image processor with the transformers Auto classes, mark them for
+    trust_remote_code export, and register the pipeline tasks. Idempotent."""
+    global _registered
+    if _registered:
+        return
+    from transformers import AutoConfig, AutoImageProcessor, AutoModel
+
+    from .modeling.bro_jepa import BroJepaConfig, BroJepaImageProcessor, BroJepaModel
+    from .modeling.epm_jepa import EpmJepaConfig, EpmJepaModel
+    from .modeling.i_jepa import IJepaConfig, IJepaModel
+    from .modeling.jepa_reasoner import JepaReasonerConfig  # noqa: F401  (the family registers its five model types)
+    from .modeling.t_jepa import TJepaConfig, TJepaModel
+
+    for config_class, model_class in ((BroJepaConfig, BroJepaModel), (EpmJepaConfig, EpmJepaModel),
+                                      (IJepaConfig, IJepaModel), (TJepaConfig, TJepaModel)):
+        AutoConfig.register(config_class.model_type, config_class, exist_ok=True)
+        AutoModel.register(config_class, model_class, exist_ok=True)
+        # trust_remote_code export: `save_pretrained` / `push_to_hub` copy the self-contained modeling folder's files
+        # next to the weights and write `auto_map`, so a saved directory or Hub repo loads with
+        # `AutoModel.from_pretrained(path, trust_remote_code=True)` where hf_jepa is not installed. Where it is
+        # installed, the registered classes are used (no remote code runs).
+        config_class.register_for_auto_class()
+        model_class.register_for_auto_class("AutoModel")
+    AutoImageProcessor.register(BroJepaConfig, image_processor_classes={"pil": BroJepaImageProcessor}, exist_ok=True)
+    BroJepaImageProcessor.register_for_auto_class("AutoImageProcessor")
+
+    from . import pipelines  # noqa: F401  (registers the pipeline tasks)
+
+    _registered = True
+
+
+def _started_as_cli() -> bool:
+    return os.path.basename(sys.argv[0] if sys.argv else "") in ("hf-jepa", "hf-jepa.exe")
+
+
+if not _started_as_cli():
+    register_auto_classes()
 
 
 __all__ = [
@@ -82,4 +101,5 @@ __all__ = [
     "TJepaModel",
     "TJepaOutput",
     "__version__",
+    "register_auto_classes",
 ]

@@ -35,6 +35,9 @@ if TYPE_CHECKING:
     from .recipes.family import Family
 
 
+from . import __version__
+
+
 logger = logging.getLogger("hf_jepa.cli")
 
 __all__ = ["TrainSetup", "build_train_setup", "families", "format_metrics", "main", "parse_overrides"]
@@ -375,6 +378,7 @@ def build_parser() -> argparse.ArgumentParser:
     family_names = _FamilyNames()
     parser = argparse.ArgumentParser(prog="hf-jepa", description="Train, evaluate, reproduce and share JEPA models.")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="{train,eval,reproduce,push}")
 
     train = sub.add_parser("train", help="train a model", description=(
@@ -427,6 +431,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     handler: Callable[[argparse.Namespace], int] = args.handler
+    from . import register_auto_classes
+
+    register_auto_classes()  # the `hf-jepa` process skipped it at import, to keep --help free of torch
     try:
         return handler(args)
     except CliError as error:

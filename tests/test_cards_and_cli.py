@@ -1,6 +1,8 @@
 """Model cards (hf_jepa.hub), the `hf-jepa` command line (hf_jepa.cli) and pushing to a loopback Hub."""
 
 import os
+import subprocess
+import sys
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
@@ -284,3 +286,17 @@ def test_push_to_loopback_hub(trained_dir, tmp_path):
 def test_push_refuses_non_model_folder(tmp_path):
     with pytest.raises(FileNotFoundError):
         hf_hub_module.push_to_hub(tmp_path, "org/nothing")
+
+
+def test_help_answers_without_importing_torch():
+    # The console script's process: `hf-jepa --help` must not pay for torch/transformers (about 3 s here).
+    code = ("import sys, time; sys.argv = ['hf-jepa', '--help']; start = time.perf_counter()\n"
+            "from hf_jepa.cli import main\n"
+            "try:\n    main(['--help'])\nexcept SystemExit as exit:\n    assert exit.code == 0\n"
+            "print('torch' in sys.modules, 'transformers' in sys.modules, time.perf_counter() - start)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    torch_loaded, transformers_loaded, seconds = result.stdout.split()[-3:]
+    assert (torch_loaded, transformers_loaded) == ("False", "False")
+    assert float(seconds) < 1.0
+    assert "usage: hf-jepa" in result.stdout

@@ -16,14 +16,11 @@ from hf_jepa.reproductions.epm_jepa import (
     reproduce_epm_jepa,
     summarize_runs,
 )
-from hf_jepa.trainers.trainer import JepaTrainer, TrainingArguments
+from hf_jepa.testing.harness import load_rank_states, run_in_two_processes, save_rank_state, train_quickly
 
 
 def _train(recipe, output_dir, **overrides):
-    settings = dict(output_dir=str(output_dir), max_steps=4, per_device_batch_size=4, learning_rate=2e-3,
-                    warmup_steps=0, logging_steps=2, disable_progress_bar=True)
-    settings.update(overrides)
-    return JepaTrainer(recipe, TrainingArguments(**settings)).train()
+    return train_quickly(recipe, output_dir, **{"per_device_batch_size": 4, "learning_rate": 2e-3, **overrides})
 
 
 @pytest.fixture(scope="module")
@@ -137,33 +134,20 @@ def test_pretraining_learns_dynamics_and_the_gate_separates_the_shift(mnist_path
 
 
 def _two_process_worker(output_dir, base_dir, splits):
-    import faulthandler
-
-    import torch.distributed as dist
-    from safetensors.torch import save_file
-
-    faulthandler.dump_traceback_later(240, exit=True)
-    torch.set_num_threads(1)
-    rank = dist.get_rank()
     data_args = EpmJepaDataArguments(data="embedded", stage="adapt", init_from=base_dir, eval_sequences=8,
                                      sequence_length=6, eval_every=0, plot=False)
     recipe = EpmJepaRecipe(EpmJepaConfig.tiny(track="epm"), data_args, splits=splits)
     model = _train(recipe, Path(output_dir) / "run", learning_rate=1e-2).model
-    state = {k: v.contiguous() for k, v in model.state_dict().items()}
+    state = dict(model.state_dict())
     state["experience_buffer.entries"] = model.experience_buffer.entries.clone()
     state["experience_buffer.num_writes"] = model.experience_buffer.num_writes.clone()
-    save_file(state, f"{output_dir}/rank{rank}.safetensors")
-    faulthandler.cancel_dump_traceback_later()
+    save_rank_state(state, output_dir)
 
 
 def test_two_processes_keep_weights_and_experience_buffers_identical(tiny_base, embedded_splits, tmp_path):
-    from accelerate import PartialState, debug_launcher
-    from safetensors.torch import load_file
-
     base_dir, _ = tiny_base
-    PartialState(cpu=True)
-    debug_launcher(_two_process_worker, args=(str(tmp_path), str(base_dir), embedded_splits), num_processes=2)
-    states = [load_file(str(tmp_path / f"rank{r}.safetensors")) for r in (0, 1)]
+    run_in_two_processes(_two_process_worker, str(tmp_path), str(base_dir), embedded_splits)
+    states = load_rank_states(tmp_path)
     assert int(states[0]["experience_buffer.num_writes"]) > 0
     for key in states[0]:
         assert torch.equal(states[0][key], states[1][key]), key

@@ -24,14 +24,11 @@ from hf_jepa.data.reasoning import ReasoningData
 from hf_jepa.metrics.reasoning import CoupledSystem, DecoupledSystem, cfg_robustness
 from hf_jepa.recipes.jepa_reasoner import CoupledRecipe, JepaReasonerDataArguments, JepaReasonerRecipe, TalkerRecipe
 from hf_jepa.reproductions.jepa_reasoner import format_jepa_reasoner_tables, reproduce_jepa_reasoner
-from hf_jepa.trainers.trainer import JepaTrainer, TrainingArguments
+from hf_jepa.testing.harness import load_rank_states, run_in_two_processes, save_rank_state, train_quickly
 
 
 def _train(recipe, output_dir, **overrides):
-    settings = dict(output_dir=str(output_dir), max_steps=4, per_device_batch_size=8, learning_rate=1e-3,
-                    warmup_steps=0, logging_steps=2, disable_progress_bar=True, mixed_precision="no")
-    settings.update(overrides)
-    return JepaTrainer(recipe, TrainingArguments(**settings)).train()
+    return train_quickly(recipe, output_dir, **{"mixed_precision": "no", **overrides})
 
 
 def _small(config_class, data, **overrides):
@@ -176,38 +173,28 @@ def test_quick_reproduction_writes_tables_and_plots(tmp_path):
 
 
 def _two_process_worker(output_dir):
-    import faulthandler
-
     import torch.distributed as dist
-    from safetensors.torch import save_file
 
-    faulthandler.dump_traceback_later(240, exit=True)  # a hung rank fails the test instead of blocking the suite
-    torch.set_num_threads(1)
     rank = dist.get_rank()
     args = JepaReasonerDataArguments(task="cfg", num_train_examples=64, num_eval_examples=8, plot=False)
     data = ReasoningData(args)
     recipe = JepaReasonerRecipe(_small(JepaReasonerConfig, data), args, data=data)
     result = _train(recipe, Path(output_dir) / "run", max_steps=3, save_model=False)
-    save_file({k: v.contiguous() for k, v in result.model.state_dict().items()}, f"{output_dir}/rank{rank}.safetensors")
+    save_rank_state(result.model.state_dict(), output_dir)
     first = recipe.train_batch(0, rank, 8)
     Path(f"{output_dir}/rank{rank}.json").write_text(json.dumps({
         "world_size": dist.get_world_size(), "num_processes": result.metrics.get("num_processes"),
         "first_prompt": first["prompt_ids"].tolist()}))
-    faulthandler.cancel_dump_traceback_later()
 
 
 def test_two_process_reasoner_training_keeps_ranks_identical(tmp_path):
     """DDP over the reasoner (every trained parameter gets a gradient, the target encoder is frozen and EMA-updated
     identically on both ranks) with different data on each rank."""
-    from accelerate import PartialState, debug_launcher
-    from safetensors.torch import load_file
-
-    PartialState(cpu=True)
-    debug_launcher(_two_process_worker, args=(str(tmp_path),), num_processes=2)
+    run_in_two_processes(_two_process_worker, str(tmp_path))
     infos = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert infos[0]["world_size"] == 2 and infos[0]["num_processes"] == 2
     assert infos[0]["first_prompt"] != infos[1]["first_prompt"]
-    states = [load_file(str(tmp_path / f"rank{r}.safetensors")) for r in (0, 1)]
+    states = load_rank_states(tmp_path)
     assert any(k.startswith("target_encoder.") for k in states[0])
     for key in states[0]:
         assert torch.equal(states[0][key], states[1][key]), key

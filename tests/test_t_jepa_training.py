@@ -13,7 +13,7 @@ from hf_jepa.metrics.downstream import online_downstream, retrieval_recall
 from hf_jepa.recipes.i_jepa import IJepaDataArguments, IJepaRecipe
 from hf_jepa.recipes.t_jepa import TJepaDataArguments, TJepaRecipe, check_tokenizer
 from hf_jepa.reproductions.t_jepa import format_t_jepa_tables, reproduce_t_jepa
-from hf_jepa.trainers.trainer import JepaTrainer, TrainingArguments
+from hf_jepa.testing.harness import train_quickly
 
 
 @pytest.fixture(scope="module")
@@ -21,16 +21,11 @@ def text():
     return TextData("embedded", vocab_size=512)
 
 
-def _train(recipe, output_dir, **overrides):
-    settings = dict(output_dir=str(output_dir), max_steps=4, per_device_batch_size=8, learning_rate=1e-3,
-                    warmup_steps=0, logging_steps=2, disable_progress_bar=True)
-    settings.update(overrides)
-    return JepaTrainer(recipe, TrainingArguments(**settings)).train()
 
 
 def test_t_jepa_run_logs_diagnostics_and_saves_tokenizer_card_and_records(text, tmp_path):
     recipe = TJepaRecipe(TJepaConfig.tiny(), TJepaDataArguments(diagnostics_sentences=16), text=text)
-    result = _train(recipe, tmp_path)
+    result = train_quickly(recipe, tmp_path)
     record = result.history[-1]
     for key in ("train/mi_proxy", "val/mi_proxy", "val/effective_rank", "val/cosine_mean", "val/loss"):
         assert key in record and record[key] == record[key], key  # logged, not NaN
@@ -47,7 +42,7 @@ def test_t_jepa_run_logs_diagnostics_and_saves_tokenizer_card_and_records(text, 
 def test_baselines_train_through_the_same_recipe(text, tmp_path, objective):
     recipe = TJepaRecipe(TJepaConfig.tiny(objective=objective), TJepaDataArguments(diagnostics_sentences=16,
                                                                                   downstream=False), text=text)
-    result = _train(recipe, tmp_path, max_steps=2, save_model=False)
+    result = train_quickly(recipe, tmp_path, max_steps=2, save_model=False)
     assert result.metrics["objective"] == objective and "val/effective_rank" in result.history[-1]
 
 
@@ -81,7 +76,7 @@ def test_retrieval_recall_by_hand():
 def test_i_jepa_recipe_trains_and_probes(embedded_splits, tmp_path):
     recipe = IJepaRecipe(IJepaConfig.tiny(), IJepaDataArguments(diagnostics_images=16, probe_images=200),
                          splits=embedded_splits)
-    result = _train(recipe, tmp_path)
+    result = train_quickly(recipe, tmp_path)
     assert 0.1 < result.metrics["probe_accuracy"] <= 1.0
     assert "val/mi_proxy" in result.history[-1] and (tmp_path / "failure_signature.png").is_file()
 
@@ -110,5 +105,5 @@ def test_pretrained_backbone_brings_its_config_and_tokenizer(text, tmp_path):
     args = TJepaDataArguments(backbone=folder, diagnostics_sentences=8, downstream=False, plot=False)
     recipe = TJepaRecipe(TJepaConfig.tiny(), args)
     assert recipe.config.backbone_config.hidden_size == 384 and recipe.config.mask_token_id == recipe.tokenizer.mask_token_id
-    result = _train(recipe, tmp_path, max_steps=1, logging_steps=1, per_device_batch_size=2, save_model=False)
+    result = train_quickly(recipe, tmp_path, max_steps=1, logging_steps=1, per_device_batch_size=2, save_model=False)
     assert result.metrics["objective"] == "jepa" and len(recipe.tokenizer) == 30522

@@ -21,6 +21,7 @@ from hf_jepa.trainers import (
 )
 from hf_jepa.trainers import trainer as trainer_module
 from hf_jepa.recipes.bro_jepa import BroJepaDataArguments, BroJepaRecipe
+from hf_jepa.testing.harness import load_rank_states, run_in_two_processes, save_rank_state
 
 
 # ---------------------------------------------------------------------------------------------------------- helpers
@@ -280,18 +281,13 @@ def test_gradient_accumulation(embedded_splits, tmp_path, monkeypatch):
 
 
 def _two_process_worker(output_dir, splits):
-    import faulthandler
-
     import torch.distributed as dist
     from accelerate.state import PartialState
-    from safetensors.torch import save_file
 
-    faulthandler.dump_traceback_later(240, exit=True)  # a hung rank fails the test instead of blocking the suite
-    torch.set_num_threads(1)  # 2 ranks x 2 OpenMP threads on 2 cores is ~8x slower (and forked OpenMP can hang)
     rank = dist.get_rank()
     recipe, result = train(splits, Path(output_dir) / "run", max_steps=4, per_device_batch_size=16)
     model = result.model
-    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, f"{output_dir}/rank{rank}.safetensors")
+    save_rank_state(model.state_dict(), output_dir)
     requests = list(recipe.requests)
     first = recipe.train_batch(0, rank, 16)
     info = {
@@ -306,17 +302,10 @@ def _two_process_worker(output_dir, splits):
         "parameter_names": [name for name, _ in model.named_parameters()],
     }
     Path(f"{output_dir}/rank{rank}.json").write_text(json.dumps(info))
-    faulthandler.cancel_dump_traceback_later()
 
 
 def test_two_process_training_keeps_ranks_identical(embedded_splits, tmp_path):
-    from accelerate import PartialState, debug_launcher
-    from safetensors.torch import load_file
-
-    # A single-process accelerate state already exists in this process (as after any earlier in-process run); the
-    # forked ranks inherit it, and the trainer must not reuse it.
-    PartialState(cpu=True)
-    debug_launcher(_two_process_worker, args=(str(tmp_path), embedded_splits), num_processes=2)
+    run_in_two_processes(_two_process_worker, str(tmp_path), embedded_splits)
 
     infos = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     for rank, info in enumerate(infos):
@@ -326,7 +315,7 @@ def test_two_process_training_keeps_ranks_identical(embedded_splits, tmp_path):
     assert infos[0]["metrics_num_processes"] == 2  # rank 0 evaluated, knowing it was one of two
     assert infos[0]["first_pixel_sum"] != infos[1]["first_pixel_sum"]  # different data on each rank
 
-    states = [load_file(str(tmp_path / f"rank{r}.safetensors")) for r in (0, 1)]
+    states = load_rank_states(tmp_path)
     names = infos[0]["parameter_names"]
     assert any(n.startswith("context_encoder.") for n in names)
     # Every parameter - context encoder (DDP-averaged gradients) and the EMA target encoder - is bit-identical across

@@ -15,8 +15,8 @@ the model's target encoder (`model.embed`).
     image_extract = pipeline("jepa-feature-extraction", model="path/or/org/i-jepa")
     image_extract(pil_image)                         # or an array (H, W) / (C, H, W) / (H, W, C), uint8 or float
 
-This file imports only numpy, torch, PIL and transformers (no relative or `hf_jepa` imports): `pipe.save_pretrained`
-copies it next to the weights so `pipeline(model=dir, trust_remote_code=True)` works where hf_jepa is not installed.
+This file imports only numpy, torch, PIL, transformers and `.base` (no `hf_jepa` imports): `pipe.save_pretrained`
+copies both next to the weights so `pipeline(model=dir, trust_remote_code=True)` works where hf_jepa is not installed.
 """
 
 import collections.abc
@@ -24,25 +24,14 @@ import collections.abc
 import numpy as np
 import torch
 import torch.nn.functional as F
-from transformers import Pipeline
+
+from .base import JepaPipeline, is_pil_image, is_array
 
 
 __all__ = ["JepaFeatureExtractionPipeline"]
 
 TEXT_MODEL_TYPES = ("t_jepa",)
 IMAGE_MODEL_TYPES = ("i_jepa",)
-
-
-def _is_pil(value) -> bool:
-    try:
-        from PIL import Image
-    except ImportError:  # pragma: no cover - PIL is a transformers vision dependency
-        return False
-    return isinstance(value, Image.Image)
-
-
-def _is_array(value) -> bool:
-    return isinstance(value, (np.ndarray, torch.Tensor))
 
 
 class _Encoded:
@@ -54,7 +43,7 @@ class _Encoded:
         self.tensors = tensors
 
 
-class JepaFeatureExtractionPipeline(Pipeline):
+class JepaFeatureExtractionPipeline(JepaPipeline):
     r"""
     Pooled embeddings of a JEPA family's evaluation encoder: `model.embed(...)`, i.e. the EMA target encoder when the
     model has one (T-JEPA's `"jepa"` and `"byol"` objectives, I-JEPA), else the (only) encoder, mean-pooled over the
@@ -86,9 +75,6 @@ class JepaFeatureExtractionPipeline(Pipeline):
     """
 
     _load_tokenizer = None  # a T-JEPA directory holds its tokenizer: loaded when present, never required
-    _load_feature_extractor = False
-    _load_processor = False
-    _load_video_processor = False
     _load_image_processor = False  # images are normalised with the model config's own pixel statistics
 
     def __init__(self, *args, **kwargs):
@@ -111,21 +97,6 @@ class JepaFeatureExtractionPipeline(Pipeline):
     @property
     def is_text(self) -> bool:
         return self.model.config.model_type in TEXT_MODEL_TYPES
-
-    def save_pretrained(self, save_directory, **kwargs):
-        """Save the model, its tokenizer and this file; `config.json` gets `custom_pipelines`, so the directory loads
-        with `pipeline(model=dir, trust_remote_code=True)` without hf_jepa. The model's in-memory config is left as
-        it was (no `custom_pipelines` leaking into later `model.save_pretrained` / `push_to_hub` calls)."""
-        config = self.model.config
-        missing = object()
-        previous = config.__dict__.get("custom_pipelines", missing)
-        try:
-            super().save_pretrained(save_directory, **kwargs)
-        finally:
-            if previous is missing:
-                config.__dict__.pop("custom_pipelines", None)
-            else:
-                config.custom_pipelines = previous
 
     # ------------------------------------------------------------------ arguments
 
@@ -159,9 +130,9 @@ class JepaFeatureExtractionPipeline(Pipeline):
             if len(inputs) == 0:
                 raise ValueError("inputs: got an empty list")
             inputs = [_Encoded(self._prepare(item, f"inputs[{i}]", truncation)) for i, item in enumerate(inputs)]
-        elif not self.is_text and _is_array(inputs) and inputs.ndim == 4:
+        elif not self.is_text and is_array(inputs) and inputs.ndim == 4:
             inputs = [_Encoded(self._prepare(image, f"inputs[{i}]", truncation)) for i, image in enumerate(inputs)]
-        elif isinstance(inputs, str) or _is_array(inputs) or _is_pil(inputs):
+        elif isinstance(inputs, str) or is_array(inputs) or is_pil_image(inputs):
             inputs = _Encoded(self._prepare(inputs, "inputs", truncation))
         # else: a generator or a Dataset, converted item by item in `preprocess`
         return super().__call__(inputs, **kwargs)
@@ -202,7 +173,7 @@ class JepaFeatureExtractionPipeline(Pipeline):
         channels, size = int(config.num_channels), int(config.image_size)
         if isinstance(image, str):
             raise TypeError(f"{where}: this I-JEPA model embeds images, got a string")
-        if _is_pil(image):
+        if is_pil_image(image):
             mode = "L" if channels == 1 else "RGB"
             array = np.array(image if image.mode == mode else image.convert(mode))
             tensor = torch.from_numpy(array)

@@ -13,7 +13,7 @@ Talker pair (`JepaReasonerWithTalker`) and the word-level tokenizer saved beside
     reason(prompt, do_sample=True, top_k=5, seed=0)          # reproducible sampling
     reason(prompt, latent_noise_std=0.1, seed=0)             # noisy latent chain, reproducible
 
-This file imports only torch and transformers (no relative or `hf_jepa` imports): `pipe.save_pretrained` copies it next
+This file imports only torch, transformers and `.base` (no `hf_jepa` imports): `pipe.save_pretrained` copies both next
 to the weights so `pipeline(model=dir, trust_remote_code=True)` works where hf_jepa is not installed.
 """
 
@@ -22,7 +22,8 @@ import contextlib
 import numbers
 
 import torch
-from transformers import Pipeline
+
+from .base import JepaPipeline
 
 
 __all__ = ["LatentReasoningPipeline"]
@@ -61,7 +62,7 @@ def _check_flag(value, name: str) -> bool:
     return value
 
 
-class LatentReasoningPipeline(Pipeline):
+class LatentReasoningPipeline(JepaPipeline):
     r"""
     Text in, latent reasoning, text out, with a reasoner + Talker pair (`JepaReasonerWithTalker`,
     `config.model_type == "jepa_reasoner_with_talker"`).
@@ -107,10 +108,6 @@ class LatentReasoningPipeline(Pipeline):
     """
 
     _load_tokenizer = None  # the tokenizer saved beside the pair, when present; its absence is reported in __init__
-    _load_feature_extractor = False
-    _load_processor = False
-    _load_video_processor = False
-    _load_image_processor = False
 
     def __init__(self, *args, **kwargs):
         model = kwargs["model"] if "model" in kwargs else (args[0] if args else None)
@@ -137,23 +134,6 @@ class LatentReasoningPipeline(Pipeline):
             )
         if self.tokenizer.unk_token_id is None:
             raise ValueError("tokenizer: it has no unknown token ([UNK]), so unknown prompt tokens cannot be detected")
-
-    def save_pretrained(self, save_directory, **kwargs):
-        """Save the pair, its tokenizer and this file; `config.json` gets `custom_pipelines`, so the directory loads
-        with `pipeline(model=dir, trust_remote_code=True)` without hf_jepa (as with any repo declaring a custom
-        pipeline, transformers then asks for `trust_remote_code=True` even where hf_jepa is installed; save the
-        model and tokenizer themselves for a directory that loads with plain `pipeline("latent-reasoning", ...)`).
-        The model's in-memory config is left as it was (no `custom_pipelines` leaking into later saves)."""
-        config = self.model.config
-        missing = object()
-        previous = config.__dict__.get("custom_pipelines", missing)
-        try:
-            super().save_pretrained(save_directory, **kwargs)
-        finally:
-            if previous is missing:
-                config.__dict__.pop("custom_pipelines", None)
-            else:
-                config.custom_pipelines = previous
 
     # ------------------------------------------------------------------ arguments
 

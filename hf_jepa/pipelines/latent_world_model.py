@@ -11,14 +11,15 @@ For EPM-JEPA world models (`model_type="epm_jepa"`, any track)::
     pipe([frames_a, frames_b])          # one dict per sequence
     pipe(frames, warm_experience=True)  # write the sequence's transitions into the experience buffer first
 
-This file imports only numpy, torch, PIL and transformers (no relative or `hf_jepa` imports): `pipe.save_pretrained`
-copies it next to the weights so `pipeline(model=dir, trust_remote_code=True)` works where hf_jepa is not installed.
+This file imports only numpy, torch, PIL, transformers and `.base` (no `hf_jepa` imports): `pipe.save_pretrained`
+copies both next to the weights so `pipeline(model=dir, trust_remote_code=True)` works where hf_jepa is not installed.
 """
 
 
 import numpy as np
 import torch
-from transformers import Pipeline
+
+from .base import JepaPipeline, is_pil_image, is_array
 
 
 __all__ = ["LatentWorldModelPipeline"]
@@ -26,21 +27,9 @@ __all__ = ["LatentWorldModelPipeline"]
 MODEL_TYPE = "epm_jepa"
 
 
-def _is_pil(value) -> bool:
-    try:
-        from PIL import Image
-    except ImportError:  # pragma: no cover - PIL is a transformers vision dependency
-        return False
-    return isinstance(value, Image.Image)
-
-
-def _is_array(value) -> bool:
-    return isinstance(value, (np.ndarray, torch.Tensor))
-
-
 def _is_frame(value) -> bool:
     """A single frame inside a list: a PIL image or a 2-D array / tensor `(H, W)`."""
-    return _is_pil(value) or (_is_array(value) and value.ndim == 2)
+    return is_pil_image(value) or (is_array(value) and value.ndim == 2)
 
 
 def _numpy_to_tensor(array: np.ndarray, where: str) -> torch.Tensor:
@@ -57,7 +46,7 @@ def _numpy_to_tensor(array: np.ndarray, where: str) -> torch.Tensor:
     return torch.from_numpy(array if array.flags.writeable else array.copy())
 
 
-class LatentWorldModelPipeline(Pipeline):
+class LatentWorldModelPipeline(JepaPipeline):
     r"""
     Runs an EPM-JEPA latent world model on frame sequences: encodes the frames, predicts the latent of the frame after
     the last one from the last `context_length` frames, and scores each frame from `context_length` on against the EMA
@@ -94,10 +83,6 @@ class LatentWorldModelPipeline(Pipeline):
     The model runs in eval mode inside the pipeline (its mode is restored afterwards).
     """
 
-    _load_tokenizer = False
-    _load_feature_extractor = False
-    _load_processor = False
-    _load_video_processor = False
     _load_image_processor = None
 
     def __init__(self, *args, **kwargs):
@@ -109,26 +94,6 @@ class LatentWorldModelPipeline(Pipeline):
                 f"{MODEL_TYPE!r}), got {type(model).__name__} with model_type {model_type!r}"
             )
         super().__init__(*args, **kwargs)
-
-    def save_pretrained(self, save_directory, **kwargs):
-        """Save the model and this file; `config.json` gets `custom_pipelines`, so the directory loads with
-        `pipeline(model=dir, trust_remote_code=True)` without hf_jepa. As with any repo declaring a custom pipeline,
-        transformers then requires `trust_remote_code=True` (or `pipeline_class=`) for this task even where hf_jepa
-        is installed; `model.save_pretrained` gives a directory that loads with plain
-        `pipeline("latent-world-model", model=dir)`.
-
-        Unlike `Pipeline.save_pretrained`, the model's in-memory config is left as it was (no `custom_pipelines`
-        leaking into later `model.save_pretrained` / `push_to_hub` calls)."""
-        config = self.model.config
-        missing = object()
-        previous = config.__dict__.get("custom_pipelines", missing)
-        try:
-            super().save_pretrained(save_directory, **kwargs)
-        finally:
-            if previous is missing:
-                config.__dict__.pop("custom_pipelines", None)
-            else:
-                config.custom_pipelines = previous
 
     # ------------------------------------------------------------------ argument handling
 
@@ -178,7 +143,7 @@ class LatentWorldModelPipeline(Pipeline):
         warm = kwargs.get("warm_experience")
         warm = self._check_warm(warm) if warm is not None else self._preprocess_params.get("warm_experience", False)
         # Validate and convert every sequence before anything runs (and before any buffer write).
-        if _is_array(inputs) and inputs.ndim == 5:
+        if is_array(inputs) and inputs.ndim == 5:
             sequences = [self._to_pixel_values(s, index=i, warm_experience=warm) for i, s in enumerate(inputs)]
         elif isinstance(inputs, (list, tuple)):
             if len(inputs) == 0:
@@ -216,7 +181,7 @@ class LatentWorldModelPipeline(Pipeline):
             if any(integer) and not all(integer):
                 raise TypeError(f"{where}: mix of integer (0..255) and floating-point ([0, 1]) frames")
             tensor = torch.stack(frames)
-        elif _is_array(sequence):
+        elif is_array(sequence):
             tensor = _numpy_to_tensor(sequence, where) if isinstance(sequence, np.ndarray) else sequence.detach().cpu()
         else:
             raise TypeError(
@@ -250,7 +215,7 @@ class LatentWorldModelPipeline(Pipeline):
     @staticmethod
     def _frame_tensor(frame, channels: int, where: str) -> torch.Tensor:
         """A PIL image or a 2-D array / tensor -> `(H, W)` (one channel) or `(C, H, W)`, dtype kept."""
-        if _is_pil(frame):
+        if is_pil_image(frame):
             mode = "L" if channels == 1 else "RGB"
             array = np.array(frame if frame.mode == mode else frame.convert(mode))  # a writable copy
             tensor = torch.from_numpy(array)

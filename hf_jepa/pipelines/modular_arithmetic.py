@@ -10,8 +10,8 @@ predicted latent against the model's class prototypes (or its supervised head)::
     pipe(image, operation=3)                  # {"digit": ..., "score": ..., "operation": 3, "source_digit": ..., ...}
     pipe([img_a, img_b], operation=[1, -2], batch_size=2)
 
-This file imports only numpy, torch, PIL and transformers (no relative or `hf_jepa` imports): `pipe.save_pretrained`
-copies it next to the weights so `pipeline(model=dir, trust_remote_code=True)` works where hf_jepa is not installed.
+This file imports only numpy, torch, PIL, transformers and `.base` (no `hf_jepa` imports): `pipe.save_pretrained`
+copies both next to the weights so `pipeline(model=dir, trust_remote_code=True)` works where hf_jepa is not installed.
 """
 
 import numbers
@@ -19,7 +19,8 @@ import os
 
 import numpy as np
 import torch
-from transformers import Pipeline
+
+from .base import JepaPipeline
 
 
 __all__ = ["ModularArithmeticPipeline"]
@@ -38,7 +39,7 @@ def _is_batch_array(value) -> bool:
     return isinstance(value, (np.ndarray, torch.Tensor)) and value.ndim == 4
 
 
-class ModularArithmeticPipeline(Pipeline):
+class ModularArithmeticPipeline(JepaPipeline):
     r"""
     Predicts `(x + k) mod modulus` from an image of digit `x` and an operation `k`, with a BRo-JEPA model.
 
@@ -62,10 +63,6 @@ class ModularArithmeticPipeline(Pipeline):
         `latent` (the predicted latent `P(z, k)`).
     """
 
-    _load_tokenizer = False
-    _load_feature_extractor = False
-    _load_processor = False
-    _load_video_processor = False
     _load_image_processor = None
 
     def __init__(self, *args, **kwargs):
@@ -102,26 +99,6 @@ class ModularArithmeticPipeline(Pipeline):
                 do_rescale=True,
                 do_normalize=True,
             )
-
-    def save_pretrained(self, save_directory, **kwargs):
-        """Save model, image processor and this file; `config.json` gets `custom_pipelines`, so the directory loads
-        with `pipeline(model=dir, trust_remote_code=True)` without hf_jepa. As with any repo declaring a custom
-        pipeline, transformers then requires `trust_remote_code=True` (or `pipeline_class=`) for this task even where
-        hf_jepa is installed; `model.save_pretrained` + `image_processor.save_pretrained` give a directory that loads
-        with plain `pipeline("modular-arithmetic", model=dir)`.
-
-        Unlike `Pipeline.save_pretrained`, the model's in-memory config is left as it was (no `custom_pipelines`
-        leaking into later `model.save_pretrained` / `push_to_hub` calls)."""
-        config = self.model.config
-        missing = object()
-        previous = config.__dict__.get("custom_pipelines", missing)
-        try:
-            super().save_pretrained(save_directory, **kwargs)
-        finally:
-            if previous is missing:
-                config.__dict__.pop("custom_pipelines", None)
-            else:
-                config.custom_pipelines = previous
 
     # ------------------------------------------------------------------ argument handling
 
