@@ -8,6 +8,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from .figures import pyplot, save_figure
 
 
 def modular_targets(labels: torch.Tensor, operations: torch.Tensor | int, modulus: int) -> torch.Tensor:
@@ -95,10 +96,7 @@ def plot_latent_pca(prototypes, latents, labels, path, title: str = "BRo-JEPA la
     """Save a PNG of test latents and class prototypes: on the first two principal components of the latents, and,
     with `rotation_block`, also in the 2-D plane of that rotation block (where a block-rotation model puts the
     classes on a circle in order)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     latents, prototypes, labels = latents.float().cpu(), prototypes.float().cpu(), labels.cpu()
     panels = [("PCA of the latent", pca_project(latents), pca_project(prototypes, basis_from=latents), "PC")]
@@ -121,7 +119,4 @@ def plot_latent_pca(prototypes, latents, labels, path, title: str = "BRo-JEPA la
             axis.set_aspect("equal", adjustable="datalim")
     figure.colorbar(scatter, ax=axes[0].tolist(), label="digit")
     figure.suptitle(title)
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return str(path)
+    return save_figure(figure, path)

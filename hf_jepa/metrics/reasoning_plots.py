@@ -1,13 +1,11 @@
 """Figures of the latent-reasoning evaluation: CFG robustness curves and the "mixed latents" PCA."""
 
 from pathlib import Path
+from .figures import pyplot, save_figure
 
 
-def plot_cfg_robustness(results: dict, path: str | Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+def plot_cfg_robustness(results: dict, path: str | Path) -> str:
+    plt = pyplot()
 
     figure, axes = plt.subplots(1, 2, figsize=(10, 4))
     for axis, kind, label in ((axes[0], "replacement", "input tokens replaced"),
@@ -22,19 +20,12 @@ def plot_cfg_robustness(results: dict, path: str | Path) -> Path:
         axis.legend()
     figure.suptitle("CFG completion robustness")
     figure.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return path
+    return save_figure(figure, path)
 
 
-def plot_mixed_latents(stats: dict, task: str, path: str | Path) -> Path:
+def plot_mixed_latents(stats: dict, task: str, path: str | Path) -> str:
     """The PCA scatter of `hf_jepa.metrics.reasoning.mixed_latents(...)`: predicted latents against the word latents."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     figure, axis = plt.subplots(figsize=(6, 5))
     p, v = stats["predicted_2d"], stats["words_2d"]
@@ -43,10 +34,6 @@ def plot_mixed_latents(stats: dict, task: str, path: str | Path) -> Path:
     axis.set_title(f"Mixed latents ({task}): PCA fitted on the vocabulary")
     axis.legend(loc="best", fontsize=8)
     figure.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return path
+    return save_figure(figure, path)
 
 

@@ -13,6 +13,7 @@ exactly 1.0; copying the last latent (`z_hat_{t+1} = z_t`) scores `copy_last_err
 from pathlib import Path
 
 import torch
+from .figures import pyplot, save_figure
 
 
 def normalized_prediction_error(predicted: torch.Tensor, target: torch.Tensor) -> float:
@@ -87,10 +88,7 @@ def plot_world_model_diagnostics(histories: dict[str, list[dict]], path, title: 
     """Save a PNG with one panel per diagnostic, one line per run. `histories`: run name -> log records with `step`
     and any of the keys `d_shift`, `buffer_occupancy`, `buffer_turnover`, `ema_target_drift`, `modulation_norm`,
     `sigma_embed`. The sigma_embed panel marks the paper's 0.5 safety threshold."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     figure, axes = plt.subplots(2, 3, figsize=(15, 8))
     for axis, (key, name, ylabel) in zip(axes.flat, _DIAGNOSTIC_PANELS):
@@ -108,7 +106,4 @@ def plot_world_model_diagnostics(histories: dict[str, list[dict]], path, title: 
             axis.legend(fontsize=7)
     figure.suptitle(title)
     figure.tight_layout()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return str(path)
+    return save_figure(figure, path)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from .constants import PAPER_MI_CEILING_NATS
 from .detection import DiagnosticsHistory
+from ..figures import pyplot, save_figure
 
 
 _EVENT_STYLES = {
@@ -29,10 +30,7 @@ def plot_failure_signature(records_by_run: Mapping[str, Sequence[Mapping] | Diag
     detected MI saturation (dotted), loss divergence (dashed) and rank collapse (dash-dot) on every panel
     (`signature_kwargs` go to `failure_signature`). Matplotlib with the Agg backend, imported lazily.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     from matplotlib.lines import Line2D
 
     histories = {run: records if isinstance(records, DiagnosticsHistory) else DiagnosticsHistory.from_records(records)
@@ -85,7 +83,4 @@ def plot_failure_signature(records_by_run: Mapping[str, Sequence[Mapping] | Diag
         f", paper order {s['order_matches_paper']}" for run, s in signatures.items())
     figure.suptitle(f"{title}\n{summary}", fontsize=10)
     figure.tight_layout(rect=(0, 0.04, 1, 1))
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return str(path)
+    return save_figure(figure, path)
