@@ -144,7 +144,7 @@ def build_train_setup(family_name: str, settings: Mapping[str, Any]) -> TrainSet
 
     Raises `CliError` for an unknown family, preset or key (the message lists the valid keys) and for a key that two
     targets share without a ``model.``/``train.``/``data.`` prefix."""
-    from .hub import config_fields, dataclass_defaults
+    from .settings import config_fields, dataclass_defaults
     from .trainers.trainer import TrainingArguments
 
     family = _family_arg(family_name)
@@ -299,7 +299,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     import hf_jepa  # noqa: F401  (registers the configs and models with the Auto classes)
     from transformers import AutoModel
 
-    from .hub import dataclass_defaults
+    from .settings import dataclass_defaults
 
     if not Path(args.model_dir, "config.json").is_file():
         raise CliError(f"{args.model_dir!r} is not a saved model folder (no config.json)")

@@ -12,6 +12,8 @@ EPM_JEPA_OUTCOME_THRESHOLD_PERCENT = 5.0
 # The paper's relative improvements (percent of the other track's D_shift) as published, from unrounded D_shift.
 EPM_JEPA_C_VS_B_PERCENT = 4.74
 EPM_JEPA_C_VS_A_PERCENT = 1.90
+# EPM-JEPA: sigma_embed of the predicted latents below this is the paper's output-manifold safety warning.
+EPM_JEPA_SIGMA_EMBED_SAFETY_THRESHOLD = 0.5
 
 # T-JEPA ("The JEPA paradox in language", C4 / BERT-Large): the MI proxy stays below this ceiling, validation loss
 # diverges near this step, and the collapsed validation embeddings have this effective rank.

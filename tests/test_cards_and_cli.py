@@ -1,4 +1,4 @@
-"""Model cards (hf_jepa.hub), the `hf-jepa` command line (hf_jepa.cli) and pushing to a loopback Hub."""
+"""Model cards (hf_jepa.cards), the `hf-jepa` command line (hf_jepa.cli) and pushing to a loopback Hub."""
 
 import os
 import subprocess
@@ -17,7 +17,9 @@ from huggingface_hub import ModelCard
 from hf_jepa import hub as hf_hub_module
 from hf_jepa.cli import build_parser, build_train_setup, families, main, parse_overrides
 from hf_jepa.recipes import PRESETS
-from hf_jepa.hub import MODEL_ID_PLACEHOLDER, push_to_hub, render_bro_jepa_card, template_text
+from hf_jepa.cards.bro_jepa import render_card as render_bro_jepa_card
+from hf_jepa.cards.common import MODEL_ID_PLACEHOLDER, template_text
+from hf_jepa.hub import push_to_hub
 from hf_jepa.modeling.bro_jepa import BroJepaConfig
 from hf_jepa.testing.hub_server import LoopbackHub, use_loopback_hub
 from hf_jepa.recipes.bro_jepa import BroJepaDataArguments

@@ -1,4 +1,4 @@
-"""EPM-JEPA model cards (hf_jepa.hub.render_epm_jepa_card) and sharing a saved track-C model through the (loopback)
+"""EPM-JEPA model cards (hf_jepa.cards.epm_jepa.render_card) and sharing a saved track-C model through the (loopback)
 Hub: push_to_hub, snapshot_download, AutoModel.from_pretrained("org/name"), the experience adapter, the pipeline."""
 
 import os
@@ -18,17 +18,15 @@ from PIL import Image
 from transformers import AutoModel, pipeline
 
 from hf_jepa import EpmJepaConfig, EpmJepaModel
-from hf_jepa.hub import (
-    EPM_JEPA_CARD_TAGS,
-    MODEL_ID_PLACEHOLDER,
-    epm_jepa_result_rows,
-    push_to_hub,
-    render_epm_jepa_card,
-    template_text,
-)
+from hf_jepa.cards.common import MODEL_ID_PLACEHOLDER, template_text
+from hf_jepa.cards.epm_jepa import CARD_TAGS as EPM_JEPA_CARD_TAGS
+from hf_jepa.cards.epm_jepa import render_card as render_epm_jepa_card
+from hf_jepa.cards.epm_jepa import result_rows as epm_jepa_result_rows
+from hf_jepa.hub import push_to_hub
 from hf_jepa.testing.hub_server import LoopbackHub, use_loopback_hub
 from hf_jepa.recipes.epm_jepa import EpmJepaDataArguments
 from hf_jepa.reproductions.epm_jepa import format_results_table
+from hf_jepa.reproductions.result import ReproductionResult
 from hf_jepa.trainers.trainer import TrainingArguments
 
 
@@ -74,6 +72,12 @@ def _summary(quick: bool = False) -> dict:
             "delta_c_vs_a_percent": 2.19, "delta_b_vs_a_percent": -1.37, "experience_steps": 50,
             "pretrain_steps": 600, "seeds": [0, 1], "preset": "cpu_fast", "data_source": "Hub ylecun/mnist",
             "quick": quick}
+
+
+def _reproduction(quick: bool = False) -> ReproductionResult:
+    """What `reproduce_epm_jepa` returns for `_summary(quick)` (the card reads its `.summary` and `.table`)."""
+    summary = _summary(quick)
+    return ReproductionResult("epm-jepa", summary, format_results_table(summary), Path("unused"))
 
 
 def _front_matter(card: ModelCard) -> dict:
@@ -204,7 +208,7 @@ def test_card_with_json_round_tripped_metrics_and_auto_map():
 
 def test_card_renders_the_reproduction_summary():
     summary = _summary()
-    card = render_epm_jepa_card(EpmJepaConfig.tiny(), _metrics(), reproduction=summary)
+    card = render_epm_jepa_card(EpmJepaConfig.tiny(), _metrics(), reproduction=_reproduction())
     text = card.text
     assert "### Three-track reproduction" in text
     assert "seeds 0, 1; 600 pretraining steps (g = 0); n = 50 experience steps; preset `cpu_fast`" in text
@@ -213,7 +217,7 @@ def test_card_renders_the_reproduction_summary():
     assert "| C: EPM-JEPA (dynamic LoRA) | 0.7933 +- 0.0103 | 0.7830, 0.8036 | 0.7848 +- 0.0078 |" in text
     assert "| Pre-registered outcome | C (null: abs(delta) < 5%) | C (null) |" in text
     _tables_are_blocks(text)
-    quick = render_epm_jepa_card(EpmJepaConfig.tiny(), {}, reproduction=_summary(quick=True)).text
+    quick = render_epm_jepa_card(EpmJepaConfig.tiny(), {}, reproduction=_reproduction(quick=True)).text
     assert "Smoke run" in quick and "not a result" in quick
     assert "Three-track reproduction" not in render_epm_jepa_card(EpmJepaConfig.tiny(), {}, reproduction=None).text
 

@@ -19,17 +19,14 @@ from PIL import Image
 from transformers import AutoModel, AutoTokenizer, pipeline
 
 from hf_jepa import BroJepaConfig, BroJepaModel, EpmJepaConfig, EpmJepaModel, TJepaConfig, TJepaModel
-from hf_jepa.hub import (
-    I_JEPA_CARD_TAGS,
-    MODEL_ID_PLACEHOLDER,
-    T_JEPA_CARD_TAGS,
-    i_jepa_result_rows,
-    push_to_hub,
-    render_i_jepa_card,
-    render_t_jepa_card,
-    t_jepa_result_rows,
-    template_text,
-)
+from hf_jepa.cards.common import MODEL_ID_PLACEHOLDER, template_text
+from hf_jepa.cards.i_jepa import CARD_TAGS as I_JEPA_CARD_TAGS
+from hf_jepa.cards.i_jepa import render_card as render_i_jepa_card
+from hf_jepa.cards.i_jepa import result_rows as i_jepa_result_rows
+from hf_jepa.cards.t_jepa import CARD_TAGS as T_JEPA_CARD_TAGS
+from hf_jepa.cards.t_jepa import render_card as render_t_jepa_card
+from hf_jepa.cards.t_jepa import result_rows as t_jepa_result_rows
+from hf_jepa.hub import push_to_hub
 from hf_jepa.pipelines import JepaFeatureExtractionPipeline
 from hf_jepa.testing.hub_server import LoopbackHub, use_loopback_hub
 

@@ -15,6 +15,8 @@ from pathlib import Path
 import torch
 from .figures import pyplot, save_figure
 
+from ..paper_figures import EPM_JEPA_SIGMA_EMBED_SAFETY_THRESHOLD
+
 
 def normalized_prediction_error(predicted: torch.Tensor, target: torch.Tensor) -> float:
     """D for `(..., dim)` predictions and targets: mean squared error summed over dimensions, divided by the summed
@@ -72,7 +74,7 @@ def parameter_drift(current: list[torch.Tensor], snapshot: list[torch.Tensor]) -
     return (difference.sqrt() / norm.sqrt().clamp_min(1e-12)).item()
 
 
-SIGMA_EMBED_SAFETY_THRESHOLD = 0.5
+SIGMA_EMBED_SAFETY_THRESHOLD = EPM_JEPA_SIGMA_EMBED_SAFETY_THRESHOLD
 
 _DIAGNOSTIC_PANELS = [
     ("d_shift", "D_shift(n) on held-out shifted sequences", "normalised error"),

@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from ..cards.bro_jepa import render_card, result_rows
 from ..data import MnistSplits, ModularArithmeticTask, normalize_images
 from ..data.modular_arithmetic import TRAIN_OPERATIONS
 from ..metrics import evaluate_modular_arithmetic, plot_latent_pca, prototype_off_diagonal_cosine
@@ -98,11 +99,9 @@ class BroJepaRecipe(Recipe):
         return metrics
 
     def save_artifacts(self, model, output_dir: str, metrics: dict, args) -> None:
-        from ..hub import render_bro_jepa_card
-
         # The image processor makes the directory usable by `pipeline("modular-arithmetic", model=dir)` with batching.
         BroJepaImageProcessor().save_pretrained(output_dir)
-        card = render_bro_jepa_card(model.config, metrics, training_args=args, data_args=self.data_args)
+        card = render_card(model.config, metrics, training_args=args, data_args=self.data_args)
         card.save(str(Path(output_dir) / "README.md"))
 
 
@@ -110,12 +109,6 @@ class BroJepaRecipe(Recipe):
 # CPU, see `make benchmark`; losses, EMA and prototypes stay in fp32).
 TRAINING_DEFAULTS = dict(max_steps=1500, per_device_batch_size=256, learning_rate=2e-3, weight_decay=0.05,
                          warmup_steps=50, mixed_precision="bf16")
-
-
-def _result_rows(metrics):
-    from ..hub import bro_jepa_result_rows
-
-    return bro_jepa_result_rows(metrics)
 
 
 def per_operation_table(metrics) -> str:
@@ -135,6 +128,6 @@ def per_operation_table(metrics) -> str:
 
 FAMILIES = (
     Family(name="bro-jepa", config_class=BroJepaConfig, data_args_class=BroJepaDataArguments,
-           recipe_class=BroJepaRecipe, training_defaults=TRAINING_DEFAULTS, result_rows=_result_rows,
+           recipe_class=BroJepaRecipe, training_defaults=TRAINING_DEFAULTS, result_rows=result_rows,
            extra_table=per_operation_table),
 )

@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from ..cards.epm_jepa import ADAPTER_FOLDER, render_card, result_rows
 from ..data import MnistSplits
 from ..data.moving_mnist import SHIFT_GRAVITY, TRAIN_GRAVITY, MovingMnist
 from ..metrics.world_model import evaluate_world_model, parameter_drift, plot_world_model_diagnostics
@@ -194,14 +195,12 @@ class EpmJepaRecipe(Recipe):
         return metrics
 
     def save_artifacts(self, model: EpmJepaModel, output_dir: str, metrics: dict, args) -> None:
-        from ..hub import EPM_JEPA_ADAPTER_FOLDER, render_epm_jepa_card
-
         if model.config.track == "epm":
-            model.save_experience_adapter(str(Path(output_dir) / EPM_JEPA_ADAPTER_FOLDER))
+            model.save_experience_adapter(str(Path(output_dir) / ADAPTER_FOLDER))
         with open(Path(output_dir) / "diagnostics.jsonl", "w") as handle:
             for record in self.history:
                 handle.write(json.dumps(record) + "\n")
-        card = render_epm_jepa_card(model.config, metrics, training_args=args, data_args=self.data_args)
+        card = render_card(model.config, metrics, training_args=args, data_args=self.data_args)
         card.save(str(Path(output_dir) / "README.md"))
 
 
@@ -225,13 +224,7 @@ ADAPT_DEFAULTS = dict(per_device_batch_size=32, learning_rate=1e-3, weight_decay
                       mixed_precision="bf16", logging_steps=5)
 
 
-def _result_rows(metrics):
-    from ..hub import epm_jepa_result_rows
-
-    return epm_jepa_result_rows(metrics)
-
-
 FAMILIES = (
     Family(name="epm-jepa", config_class=EpmJepaConfig, data_args_class=EpmJepaDataArguments,
-           recipe_class=EpmJepaRecipe, training_defaults=TRAINING_DEFAULTS, result_rows=_result_rows),
+           recipe_class=EpmJepaRecipe, training_defaults=TRAINING_DEFAULTS, result_rows=result_rows),
 )

@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from ..cards.i_jepa import render_card, result_rows
 from ..data import MnistSplits
 from ..data.masking import MultiBlockMaskSampler
 from ..metrics.collapse import plot_failure_signature
@@ -98,10 +99,8 @@ class IJepaRecipe(CollapseDiagnosedRecipe):
         return metrics
 
     def save_artifacts(self, model, output_dir: str, metrics: dict, args) -> None:
-        from ..hub import render_i_jepa_card
-
         self.write_records(output_dir)
-        card = render_i_jepa_card(model.config, metrics, training_args=args, data_args=self.data_args)
+        card = render_card(model.config, metrics, training_args=args, data_args=self.data_args)
         card.save(str(Path(output_dir) / "README.md"))
 
 
@@ -110,13 +109,7 @@ TRAINING_DEFAULTS = dict(max_steps=400, per_device_batch_size=64, learning_rate=
                          warmup_steps=40, mixed_precision="bf16", logging_steps=40, max_grad_norm=1.0)
 
 
-def _result_rows(metrics):
-    from ..hub import i_jepa_result_rows
-
-    return i_jepa_result_rows(metrics)
-
-
 FAMILIES = (
     Family(name="i-jepa", config_class=IJepaConfig, data_args_class=IJepaDataArguments, recipe_class=IJepaRecipe,
-           training_defaults=TRAINING_DEFAULTS, result_rows=_result_rows),
+           training_defaults=TRAINING_DEFAULTS, result_rows=result_rows),
 )

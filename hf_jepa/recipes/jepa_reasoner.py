@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from ..cards.jepa_reasoner import render_card, result_rows
 from ..data.reasoning import REASONING_TASKS
 from ..data.reasoning import ReasoningData
 from ..metrics.reasoning import CoconutSystem, CoupledSystem, DecoupledSystem, mixed_latents
@@ -93,11 +94,9 @@ class ReasoningRecipe(Recipe):
         return self.data.batch(self.data.train, index, self.batch_keys)
 
     def save_artifacts(self, model, output_dir: str, metrics: dict, args) -> None:
-        from ..hub import render_jepa_reasoner_card
-
         self.data.tokenizer.save_pretrained(output_dir)
-        card = render_jepa_reasoner_card(model.config, metrics, training_args=args, data_args=self.data_args,
-                                         example_prompt=self.data.eval_examples[0].prompt)
+        card = render_card(model.config, metrics, training_args=args, data_args=self.data_args,
+                           example_prompt=self.data.eval_examples[0].prompt)
         card.save(str(Path(output_dir) / "README.md"))
 
 
@@ -206,14 +205,12 @@ class TalkerRecipe(ReasoningRecipe):
     def save_artifacts(self, model, output_dir: str, metrics: dict, args) -> None:
         super().save_artifacts(model, output_dir, metrics, args)
         # The pair (one checkpoint + the tokenizer) is what `pipeline("latent-reasoning", model=<dir>/pair)` loads.
-        from ..hub import render_jepa_reasoner_card
-
         pair_dir = Path(output_dir) / "pair"
         pair = self.pair(model)
         pair.save_pretrained(pair_dir)
         self.data.tokenizer.save_pretrained(pair_dir)
-        card = render_jepa_reasoner_card(pair.config, metrics, training_args=args, data_args=self.data_args,
-                                         example_prompt=self.data.eval_examples[0].prompt)
+        card = render_card(pair.config, metrics, training_args=args, data_args=self.data_args,
+                           example_prompt=self.data.eval_examples[0].prompt)
         card.save(str(pair_dir / "README.md"))
 
 
@@ -255,17 +252,11 @@ TRAINING_DEFAULTS = dict(max_steps=800, per_device_batch_size=64, learning_rate=
                          warmup_steps=20, mixed_precision="bf16", logging_steps=100, max_grad_norm=1.0)
 
 
-def _result_rows(metrics):
-    from ..hub import jepa_reasoner_result_rows
-
-    return jepa_reasoner_result_rows(metrics)
-
-
 # The reasoner, each Talker (trained on a frozen reasoner: --set reasoner=DIR) and the two coupled baselines are
 # separate families, each with its own config class; `hf-jepa reproduce jepa-reasoner` runs them all.
 FAMILIES = tuple(
     Family(name=name, config_class=config_class, data_args_class=JepaReasonerDataArguments, recipe_class=recipe_class,
-           training_defaults=TRAINING_DEFAULTS, result_rows=_result_rows)
+           training_defaults=TRAINING_DEFAULTS, result_rows=result_rows)
     for name, config_class, recipe_class in (
         ("jepa-reasoner", JepaReasonerConfig, JepaReasonerRecipe),
         ("jepa-mono-talker", MonoTalkerConfig, TalkerRecipe),

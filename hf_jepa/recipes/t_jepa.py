@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from ..cards.t_jepa import render_card, result_rows
 from ..data.masking import SpanMaskingCollator
 from ..data.text import AmbiguityCorpus, retrieval_task, topic_classification_task, train_wordpiece_tokenizer
 from ..data.text import TextData
@@ -218,11 +219,9 @@ class TJepaRecipe(CollapseDiagnosedRecipe):
         return metrics
 
     def save_artifacts(self, model, output_dir: str, metrics: dict, args) -> None:
-        from ..hub import render_t_jepa_card
-
         self.tokenizer.save_pretrained(output_dir)
         self.write_records(output_dir)
-        card = render_t_jepa_card(model.config, metrics, training_args=args, data_args=self.data_args)
+        card = render_card(model.config, metrics, training_args=args, data_args=self.data_args)
         card.save(str(Path(output_dir) / "README.md"))
 
 
@@ -231,13 +230,7 @@ TRAINING_DEFAULTS = dict(max_steps=400, per_device_batch_size=32, learning_rate=
                          warmup_steps=40, mixed_precision="bf16", logging_steps=40, max_grad_norm=1.0)
 
 
-def _result_rows(metrics):
-    from ..hub import t_jepa_result_rows
-
-    return t_jepa_result_rows(metrics)
-
-
 FAMILIES = (
     Family(name="t-jepa", config_class=TJepaConfig, data_args_class=TJepaDataArguments, recipe_class=TJepaRecipe,
-           training_defaults=TRAINING_DEFAULTS, result_rows=_result_rows),
+           training_defaults=TRAINING_DEFAULTS, result_rows=result_rows),
 )

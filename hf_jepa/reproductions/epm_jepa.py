@@ -8,8 +8,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from ..cards.epm_jepa import render_card
 from ..data import MnistSplits
-from ..hub import render_epm_jepa_card
 from ..metrics.world_model import plot_world_model_diagnostics
 from ..modeling.epm_jepa import EpmJepaConfig
 from ..modeling.epm_jepa.configuration_epm_jepa import TRACK_NAMES
@@ -164,8 +164,7 @@ def reproduce_epm_jepa(
     # The first seed's model of each track ships with the whole comparison on its card.
     for run_dir, metrics, training_args, adapt_args in first_seed_runs:
         config = EpmJepaConfig.from_pretrained(run_dir)
-        card = render_epm_jepa_card(config, metrics, training_args=training_args, data_args=adapt_args,
-                                    reproduction=summary)
+        card = render_card(config, metrics, training_args=training_args, data_args=adapt_args, reproduction=result)
         card.save(str(run_dir / "README.md"))
     return result
 

@@ -1,0 +1,198 @@
+"""The BRo-JEPA model card (`model_cards/bro_jepa.md`) and its result rows (also the CLI's printed table)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from huggingface_hub import EvalResult, ModelCard, ModelCardData
+
+from ..data.sources import MNIST_HUB_ID
+from .common import (
+    LIBRARY_NAME,
+    LICENSE,
+    MODEL_ID_PLACEHOLDER,
+    _as_dict,
+    _config_rows,
+    _data_is_mnist,
+    _format_value,
+    _is_number,
+    _percent,
+    _render,
+    _run_rows,
+    _training_rows,
+    _version,
+)
+
+__all__ = ["CARD_TAGS", "render_card", "result_rows"]
+
+CARD_TAGS = ["jepa", "bro-jepa", "modular-arithmetic", "self-supervised", "mnist"]
+
+
+def _per_operation(metrics: Mapping, key: str) -> dict[int, float]:
+    """Per-op accuracies with int keys (JSON round trips turn them into strings)."""
+    return {int(k): v for k, v in (metrics.get(key) or {}).items()}
+
+
+def _signed(k: int) -> str:
+    return f"+{k}" if k > 0 else str(k)
+
+
+def result_rows(metrics: Mapping[str, Any], seen_operations: Iterable[int] = (-1, 1)) -> list[tuple[str, str]]:
+    """(name, formatted value) rows of the BRo-JEPA results present in `metrics` (also used by the CLI)."""
+    seen = sorted(seen_operations)
+    ops = sorted(_per_operation(metrics, "accuracy_per_operation"))
+    unseen = [k for k in ops if k not in seen and k != 0]
+    magnitudes = sorted({abs(k) for k in unseen})
+    if unseen and set(unseen) == {s * m for m in magnitudes for s in (-1, 1)} and magnitudes == list(
+        range(magnitudes[0], magnitudes[-1] + 1)
+    ):
+        unseen_text = f"±{magnitudes[0]}…±{magnitudes[-1]}"
+    else:
+        unseen_text = ", ".join(_signed(k) for k in unseen) or "none"
+    seen_text = ", ".join(_signed(k) for k in seen)
+    rows: list[tuple[str, str]] = []
+    for key, name in (
+        ("seen_accuracy", f"Seen-operation accuracy (k = {seen_text})"),
+        ("zero_shot_accuracy", f"Zero-shot accuracy, mean over {len(unseen)} unseen ops ({unseen_text})" if unseen
+         else "Zero-shot accuracy, unseen ops"),
+        ("rollout_accuracy", "Rollout accuracy, unseen ops (repeated ±1 steps)"),
+        ("rollout_seen_accuracy", "Rollout accuracy, seen ops"),
+    ):
+        if key in metrics and metrics[key] is not None:
+            rows.append((name, _percent(metrics[key])))
+    if _is_number(metrics.get("prototype_off_diagonal_cosine")):
+        rows.append(("Prototype off-diagonal cosine (lower = better separated)",
+                     f"{metrics['prototype_off_diagonal_cosine']:.4f}"))
+    if metrics.get("eval_images") is not None:
+        rows.append(("Test images evaluated", str(metrics["eval_images"])))
+    return rows + _run_rows(metrics)
+
+
+def _names(config) -> tuple[str, str, str]:
+    """(model-index name, title, one-line variant description) of a BRo-JEPA config."""
+    encoder = {"mlp": "MLP", "cnn": "CNN", "resnet18": "ResNet-18"}.get(config.encoder_type, config.encoder_type)
+    if config.objective == "supervised":
+        short = "supervised"
+        predictor = "supervised cross-entropy baseline"
+    elif config.predictor_type == "block_rotation":
+        short = "mfr" if config.rotation_frequencies == "multi" else "sfr"
+        angle = "learnable" if config.learnable_angle else "fixed"
+        predictor = f"{short.upper()} block-rotation predictor, {angle} angle"
+    else:
+        short = "additive"
+        predictor = "additive-embedding MLP predictor"
+    if config.objective != "supervised" and config.predictor_type == "additive_mlp" and config.composition_weight:
+        predictor += f" + composition-consistency loss (weight {config.composition_weight:g})"
+    model_name = f"bro-jepa-{short}-{config.encoder_type}"
+    title = f"BRo-JEPA ({predictor.split(',')[0]}, {encoder} encoder)"
+    objective = "JEPA objective (VICReg + EMA target encoder)" if config.objective == "jepa" else "supervised objective"
+    variant = f"{encoder} encoder, {config.latent_dim}-dim latent, {predictor}, {objective}"
+    return model_name, title, variant
+
+
+def _eval_results(metrics: Mapping, config, mnist: bool) -> list[EvalResult]:
+    if mnist:
+        dataset = dict(dataset_type=MNIST_HUB_ID, dataset_name="MNIST", dataset_split="test")
+    else:
+        dataset = dict(dataset_type="sklearn-digits", dataset_name="scikit-learn digits (upscaled to 28x28)",
+                       dataset_split="test")
+    task = dict(task_type="modular-arithmetic", task_name=f"Modular arithmetic y = (x + k) mod {config.modulus}")
+    results = []
+    for key, config_name, name in (
+        ("zero_shot_accuracy", "zero_shot", "Zero-shot accuracy (unseen operations)"),
+        ("seen_accuracy", "seen_operations", "Seen-operation accuracy"),
+        ("rollout_accuracy", "rollout", "Rollout accuracy (unseen operations)"),
+    ):
+        value = metrics.get(key)
+        if _is_number(value):
+            results.append(EvalResult(**task, **dataset, metric_type="accuracy", metric_value=float(value),
+                                      metric_name=name, metric_config=config_name))
+    return results
+
+
+def render_card(
+    config,
+    metrics: Mapping[str, Any] | None,
+    training_args: Any = None,
+    data_args: Any = None,
+    reproduction: Any = None,
+    *,
+    repo_id: str | None = None,
+) -> ModelCard:
+    """The model card of a BRo-JEPA checkpoint.
+
+    Args:
+        config: the `BroJepaConfig` of the model.
+        metrics: what `BroJepaRecipe.evaluate` and the trainer recorded (or `eval_results.json` loaded back); only
+            the keys present are shown and put in the `model-index`.
+        training_args / data_args: `TrainingArguments` / `BroJepaDataArguments` (dataclasses or dicts), optional.
+        reproduction: accepted for the common signature; the BRo-JEPA card has no reproduction section (the
+            reproduction's table goes to its own `results.md`).
+        repo_id: Hub id shown in the usage snippet; default :data:`MODEL_ID_PLACEHOLDER`, which `push_to_hub`
+            replaces with the real id.
+    """
+    metrics = dict(metrics or {})
+    training = _as_dict(training_args)
+    data = _as_dict(data_args)
+    mnist = _data_is_mnist(metrics, data)
+    model_name, title, variant = _names(config)
+
+    # With `auto_map` (modeling code saved next to the weights) plain transformers loads the checkpoint
+    # (`trust_remote_code=True`), so the Hub's transformers snippet works; otherwise it needs `import hf_jepa`.
+    remote_code = bool(getattr(config, "auto_map", None))
+    card_data = ModelCardData(
+        library_name="transformers" if remote_code else LIBRARY_NAME,
+        license=LICENSE,
+        tags=[*CARD_TAGS, LIBRARY_NAME],
+        datasets=[MNIST_HUB_ID] if mnist else None,
+        metrics=["accuracy"],
+        model_name=model_name,
+        eval_results=_eval_results(metrics, config, mnist) or None,
+    )
+
+    training_rows = _training_rows(training, metrics)
+    data_rows = []
+    for key, value in data.items():
+        if key == "plot":
+            continue
+        if key == "data" and value is None:
+            value = f"default ($HF_JEPA_MNIST, else Hub {MNIST_HUB_ID}, else embedded digits)"
+        elif key in ("prototype_images", "eval_images") and value == 0:
+            value = "0 (all)"
+        data_rows.append((key, _format_value(value)))
+
+    direct = _per_operation(metrics, "accuracy_per_operation")
+    rolled = _per_operation(metrics, "rollout_accuracy_per_operation")
+    per_op_rows = [
+        (_signed(k) + (" *" if k in (-1, 1) else ""), _percent(direct.get(k)), _percent(rolled.get(k)))
+        for k in sorted(set(direct) | set(rolled))
+    ]
+    data_note = None
+    if not mnist and metrics.get("data_source"):
+        data_note = (f"Data: {metrics['data_source']}. This is not MNIST, so these numbers are not comparable with the "
+                     "paper's.")
+
+    return _render(
+        "bro_jepa.md",
+        card_data,
+        title=title,
+        variant=variant,
+        model_id=repo_id or MODEL_ID_PLACEHOLDER,
+        modulus=config.modulus,
+        pixel_mean=config.pixel_mean,
+        pixel_std=config.pixel_std,
+        config_rows=_config_rows(config),
+        training_rows=training_rows,
+        data_rows=data_rows,
+        result_rows=result_rows(metrics),
+        per_op_rows=per_op_rows,
+        data_note=data_note,
+        data_is_mnist=mnist,
+        supervised=config.objective == "supervised",
+        remote_code=remote_code,
+        pca_plot=metrics.get("pca_plot"),
+        zero_shot_text=_percent(metrics["zero_shot_accuracy"]) if _is_number(metrics.get("zero_shot_accuracy")) else None,
+        rollout_text=_percent(metrics["rollout_accuracy"]) if _is_number(metrics.get("rollout_accuracy")) else None,
+        hf_jepa_version=_version(),
+    )
