@@ -95,7 +95,7 @@ def assert_state_dicts_equal(a, b):
 )
 def test_invalid_config_names_the_field(backbone, overrides, field):
     with pytest.raises(ValueError, match=field):
-        IJepaConfig.tiny(backbone_overrides=backbone, **overrides)
+        IJepaConfig.tiny(**backbone, **overrides)  # ViTConfig fields go to the backbone
 
 
 def test_backbone_must_be_a_vit_config():
@@ -312,7 +312,7 @@ def test_strict_loading_rejects_a_mismatched_config(tmp_path):
     trained_looking().save_pretrained(tmp_path)
     with pytest.raises(ValueError, match="missing keys"):
         IJepaModel.from_pretrained(tmp_path, predictor_num_layers=3)
-    wider = IJepaConfig.tiny(backbone_overrides=dict(hidden_size=48))
+    wider = IJepaConfig.tiny(hidden_size=48)
     with pytest.raises(RuntimeError, match="ignore_mismatched_sizes"):  # transformers' own check
         IJepaModel.from_pretrained(tmp_path, config=wider)
     with pytest.raises(ValueError, match="mismatched keys"):  # ours, when transformers is told to carry on
@@ -334,7 +334,7 @@ def test_ema_pairs_and_update():
     ema_update_(target, online, momentum=0.9)
     for old, new, source in zip(before, target.parameters(), online.parameters()):
         torch.testing.assert_close(new, 0.9 * old + 0.1 * source)
-    model.copy_context_to_target()
+    model.copy_online_to_targets()
     assert_state_dicts_equal(online.state_dict(), target.state_dict())
 
 
@@ -444,8 +444,7 @@ def test_full_size_vit_h16_on_the_meta_device():
 def test_init_rescales_output_projections_by_depth():
     """I-JEPA's fix_init_weight: block l's attention-output and fc2 weights are divided by sqrt(2 l)."""
     torch.manual_seed(0)
-    config = IJepaConfig.tiny(backbone_overrides=dict(hidden_size=128, num_hidden_layers=4, intermediate_size=256,
-                                                      num_attention_heads=4))
+    config = IJepaConfig.tiny(hidden_size=128, num_hidden_layers=4, intermediate_size=256, num_attention_heads=4)
     model = IJepaModel(config)
     stds = [layer.mlp.fc2.weight.std().item() for layer in model.context_encoder.layers]
     for layer_id, std in enumerate(stds, start=1):

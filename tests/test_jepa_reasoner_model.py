@@ -29,6 +29,8 @@ from hf_jepa.modeling.jepa_reasoner import (
     hybrid_normalize,
     scaled_cosine_loss,
 )
+from hf_jepa.trainers.ema import ema_update_
+from hf_jepa.trainers.recipe import Recipe
 
 
 PAD, BOS, EOS, SEP = 0, 2, 3, 4
@@ -162,24 +164,23 @@ def test_ema_update_and_frozen_target():
     assert not model.target_encoder.training and model.encoder.training
     assert not any(p.requires_grad for p in model.target_encoder.parameters())
     assert_state_dicts_equal(model.encoder.state_dict(), model.target_encoder.state_dict())
+    assert model.ema_pairs() == [(model.encoder, model.target_encoder)]
     with torch.no_grad():
         for parameter in model.encoder.parameters():
             parameter.add_(1.0)
     probe_online = model.encoder.embed_tokens.weight
     probe_target = model.target_encoder.embed_tokens.weight
     old = probe_target.clone()
-    model.update_target(0.9)
+    # The trainer's path: an EMA step over the pairs the default `Recipe.ema_pairs` takes from the model.
+    for online, target in Recipe().ema_pairs(model):
+        ema_update_(target, online, 0.9)
     torch.testing.assert_close(probe_target, 0.9 * old + 0.1 * probe_online)
-    torch.testing.assert_close(probe_target[3, 5], 0.9 * old[3, 5] + 0.1 * probe_online[3, 5])
-    before = model.target_encoder.state_dict()
-    before = {k: v.clone() for k, v in before.items()}
-    model.update_target(1.0)
-    assert_state_dicts_equal(before, model.target_encoder.state_dict())
-    model.update_target(0.0)
+    model.copy_online_to_targets()
     assert_state_dicts_equal(model.encoder.state_dict(), model.target_encoder.state_dict())
-    with pytest.raises(ValueError, match="momentum must lie in"):
-        model.update_target(1.5)
-    assert model.ema_pairs() == [(model.encoder, model.target_encoder)]
+    # Talkers have no EMA target; the pair's are the reasoner's.
+    assert MonoTalkerModel(MonoTalkerConfig.tiny()).ema_pairs() == []
+    pair = JepaReasonerWithTalker(JepaReasonerWithTalkerConfig.tiny())
+    assert pair.ema_pairs() == [(pair.reasoner.encoder, pair.reasoner.target_encoder)]
 
 
 # ------------------------------------------------------------------------------------------------ reasoner training
@@ -525,7 +526,8 @@ def test_generative_models_save_load_bit_exact(tmp_path, cls, config_cls, seed):
 
 def test_pair_config_round_trip_and_validation(tmp_path):
     for kind, talker_cls in (("mono", MonoTalkerConfig), ("dual", DualTalkerConfig)):
-        config = JepaReasonerWithTalkerConfig.tiny(kind, vocab_size=40, reasoner_kwargs=dict(num_reasoning_steps=6))
+        config = JepaReasonerWithTalkerConfig.tiny(talker_type=kind, vocab_size=40,
+                                                   reasoner_config=dict(num_reasoning_steps=6))
         assert type(config.reasoner_config) is JepaReasonerConfig and type(config.talker_config) is talker_cls
         assert config.reasoner_config.vocab_size == config.talker_config.vocab_size == 40
         assert config.is_dual == (kind == "dual")
@@ -561,8 +563,8 @@ def test_pair_config_round_trip_and_validation(tmp_path):
         JepaReasonerWithTalkerConfig(reasoner_config=reasoner_config, talker_config={"latent_size": 32})
     with pytest.raises(ValueError, match=r"reasoner_config must have model_type in \('jepa_reasoner',\)"):
         JepaReasonerWithTalkerConfig(reasoner_config=MonoTalkerConfig.tiny(), talker_config=MonoTalkerConfig.tiny())
-    with pytest.raises(ValueError, match="talker must be 'mono' or 'dual'"):
-        JepaReasonerWithTalkerConfig.tiny("triple")
+    with pytest.raises(ValueError, match="talker_type must be 'mono' or 'dual'"):
+        JepaReasonerWithTalkerConfig.tiny(talker_type="triple")
 
 
 def test_pair_construction_keeps_the_sub_models_init():
@@ -570,7 +572,7 @@ def test_pair_construction_keeps_the_sub_models_init():
     under a seed equals a reasoner and a Talker built one after the other under that seed, and the reasoner's EMA
     target is an exact copy of its encoder."""
     for kind in ("mono", "dual"):
-        config = JepaReasonerWithTalkerConfig.tiny(kind)
+        config = JepaReasonerWithTalkerConfig.tiny(talker_type=kind)
         torch.manual_seed(7)
         pair = JepaReasonerWithTalker(config)
         torch.manual_seed(7)
@@ -640,19 +642,6 @@ def test_pair_save_load_and_generate(tmp_path, kind):
     (tmp_path / "config.json").write_text(json.dumps(saved))
     with pytest.raises(ValueError, match="does not match the config"):
         JepaReasonerWithTalker.from_pretrained(tmp_path)
-
-
-def test_pair_loads_the_former_two_folder_format(tmp_path):
-    reasoner_model, talker_model = perturbed_reasoner(), dual()
-    reasoner_model.save_pretrained(tmp_path / "reasoner")
-    talker_model.save_pretrained(tmp_path / "talker")
-    (tmp_path / JepaReasonerWithTalker.LEGACY_PAIR_FILE).write_text(json.dumps(
-        {"talker_class": "DualTalkerModel", "reasoner_class": "JepaReasonerModel", "format_version": 1}))
-    loaded = JepaReasonerWithTalker.from_pretrained(tmp_path)
-    assert loaded.is_dual and type(loaded.talker) is DualTalkerModel
-    assert_state_dicts_equal(reasoner_model.state_dict(), loaded.reasoner.state_dict())
-    assert_state_dicts_equal(talker_model.state_dict(), loaded.talker.state_dict())
-    assert not any(p.requires_grad for p in loaded.reasoner.target_encoder.parameters())
 
 
 # ------------------------------------------------------------------------------------------------ trust_remote_code
@@ -768,3 +757,25 @@ def test_full_size_parameter_counts_on_meta():
         assert config.latent_size == model.config.hidden_size
     _, coupled = count_on_meta(CoupledTransformerLM, CoupledTransformerConfig())
     assert abs(coupled - trainable) / trainable < 0.05  # parameter-matched baseline
+
+
+# ------------------------------------------------------------------------------------------------ special token ids
+
+
+def test_special_token_id_defaults_match_the_reasoning_tokenizer():
+    """The configs' default pad/bos/eos/sep ids (the modeling folder cannot import `hf_jepa.data`) are the ids
+    `build_reasoning_tokenizer` gives those tokens, whatever the task vocabulary."""
+    from hf_jepa.data.reasoning import build_reasoning_tokenizer
+    from hf_jepa.modeling.jepa_reasoner.configuration_jepa_reasoner import JepaTalkerConfig
+
+    tokenizer = build_reasoning_tokenizer(["b", "a", ","])
+    config_classes = (JepaReasonerConfig, JepaTalkerConfig, MonoTalkerConfig, DualTalkerConfig,
+                      CoupledTransformerConfig, CoconutConfig)
+    checked = 0
+    for config_class in config_classes:
+        config = config_class()
+        for field in ("pad_token_id", "bos_token_id", "eos_token_id", "sep_token_id"):
+            if hasattr(config, field):
+                assert getattr(config, field) == getattr(tokenizer, field), (config_class.__name__, field)
+                checked += 1
+    assert checked == 3 * len(config_classes) + 3  # sep in the reasoner and both coupled baselines

@@ -40,7 +40,7 @@ def make_pair(kind: str, vocab_size: int, seed: int = 0) -> JepaReasonerWithTalk
     """An untrained pair whose Talker has a sharpened LM head (x30) and never predicts PAD/UNK/BOS/SEP, so greedy
     text is non-empty and differs between prompts; the EMA target differs from the encoder (as after training)."""
     torch.manual_seed(seed)
-    pair = JepaReasonerWithTalker(JepaReasonerWithTalkerConfig.tiny(kind, vocab_size=vocab_size))
+    pair = JepaReasonerWithTalker(JepaReasonerWithTalkerConfig.tiny(talker_type=kind, vocab_size=vocab_size))
     with torch.no_grad():
         pair.talker.lm_head.weight.mul_(30.0)
         pair.talker.lm_head.weight[[0, 1, 2, 4]] = 0.0

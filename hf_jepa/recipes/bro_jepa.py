@@ -68,9 +68,6 @@ class BroJepaRecipe(Recipe):
     def train_batch(self, step: int, rank: int, batch_size: int) -> dict[str, torch.Tensor]:
         return self.task.sample_batch(batch_size, step=step, rank=rank)
 
-    def ema_pairs(self, model: BroJepaModel):
-        return [] if model.target_encoder is None else [(model.context_encoder, model.target_encoder)]
-
     def _pixels(self, images: torch.Tensor) -> torch.Tensor:
         return normalize_images(images, self.config.pixel_mean, self.config.pixel_std)
 

@@ -97,7 +97,7 @@ def set_trainable_parts(model: EpmJepaModel, stage: str, adapt_encoder: bool = T
         parameter.requires_grad_(wanted)
         if wanted:
             trainable.add("predictor LoRA" if is_lora else top)
-    model.freeze_target_encoder()
+    model.freeze_targets()
     return sorted(trainable)
 
 
@@ -149,9 +149,6 @@ class EpmJepaRecipe(Recipe):
 
     def train_batch(self, step: int, rank: int, batch_size: int) -> dict[str, torch.Tensor]:
         return {"pixel_values": self.world.sample_batch(batch_size, step=step, rank=rank)["pixel_values"]}
-
-    def ema_pairs(self, model: EpmJepaModel):
-        return [(model.context_encoder, model.target_encoder)]
 
     def _diagnostics(self, model: EpmJepaModel, with_eval: bool) -> dict[str, float]:
         current = [p.detach() for p in model.target_encoder.parameters()]

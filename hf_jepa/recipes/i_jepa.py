@@ -68,9 +68,6 @@ class IJepaRecipe(CollapseDiagnosedRecipe):
     def build_model(self) -> IJepaModel:
         return IJepaModel(self.config)
 
-    def ema_pairs(self, model):
-        return model.ema_pairs()
-
     def batch_diagnostics(self, model: IJepaModel, batch) -> dict[str, float]:
         output = model(**batch)
         embeddings = model.embed(batch["pixel_values"])

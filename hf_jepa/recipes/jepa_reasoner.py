@@ -109,9 +109,6 @@ class JepaReasonerRecipe(ReasoningRecipe):
     def build_model(self) -> JepaReasonerModel:
         return JepaReasonerModel(self.config)
 
-    def ema_pairs(self, model):
-        return model.ema_pairs()
-
     def evaluate(self, model: JepaReasonerModel, output_dir: str | None = None) -> dict[str, Any]:
         """Teacher-forced loss on the eval split, and how close the free-running chain (what a Talker reads) stays to
         the target encoder's latents of the true answer."""

@@ -150,9 +150,6 @@ class TJepaRecipe(CollapseDiagnosedRecipe):
             return TJepaModel.from_backbone(self.data_args.backbone, **_own_fields(self.config))
         return TJepaModel(self.config)
 
-    def ema_pairs(self, model: TJepaModel):
-        return model.ema_pairs()
-
     def batch_diagnostics(self, model: TJepaModel, batch) -> dict[str, float]:
         output = model(**batch)
         embeddings = model.embed(batch["input_ids"], batch["attention_mask"])

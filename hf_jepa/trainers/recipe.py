@@ -1,9 +1,9 @@
 """The contract between the shared training loop and a family: the `Recipe` base class with its default hooks.
 
 A family's recipe (in `hf_jepa/recipes/<family>.py`) overrides what it needs: `build_model` and `train_batch` always,
-`evaluate` for its metrics, `ema_pairs`/`ema_schedule` when it has an EMA target, `on_log` for diagnostics over
-training, `finalize` for post-training state that is saved with the model, and `save_artifacts` for what ships beside
-the weights (card, processor, tokenizer).
+`evaluate` for its metrics, `ema_schedule` when it has an EMA target (the pairs come from the model's `ema_pairs()`),
+`on_log` for diagnostics over training, `finalize` for post-training state that is saved with the model, and
+`save_artifacts` for what ships beside the weights (card, processor, tokenizer).
 """
 
 from __future__ import annotations
@@ -37,8 +37,10 @@ class Recipe:
         raise NotImplementedError(f"{type(self).__name__} must implement train_batch()")
 
     def ema_pairs(self, model: PreTrainedModel) -> list[tuple[nn.Module, nn.Module]]:
-        """(online, target) module pairs updated by EMA after each optimiser step. Default: none."""
-        return []
+        """(online, target) module pairs updated by EMA after each optimiser step. Default: the model's own
+        `ema_pairs()` (every family with an EMA target has one), none for a model without it."""
+        pairs = getattr(model, "ema_pairs", None)
+        return list(pairs()) if callable(pairs) else []
 
     def ema_schedule(self, model: PreTrainedModel) -> tuple[float, float]:
         """EMA momentum at the first and the last step (cosine in between). Default: the config's

@@ -293,6 +293,12 @@ class BroJepaModel(BroJepaPreTrainedModel):
     encoder, a linear classifier on the predicted latent.
     """
 
+    # Appended to the strict-loading error of `from_pretrained`.
+    _strict_loading_hint = (
+        "config.json and model.safetensors disagree (e.g. a different encoder_type, predictor_type, objective or "
+        "learnable_angle). "
+    )
+
     def __init__(self, config: BroJepaConfig):
         super().__init__(config)
         config.validate()
@@ -307,45 +313,51 @@ class BroJepaModel(BroJepaPreTrainedModel):
         # Mean target latent of each class, filled after training by `fill_class_prototypes`; saved with the weights.
         self.register_buffer("class_prototypes", torch.zeros(config.modulus, config.latent_dim))
         self.post_init()
-        if self.target_encoder is not None and self.class_prototypes.device.type != "meta":
-            self.copy_context_to_target()
-        self.freeze_target_encoder()
+        if self.class_prototypes.device.type != "meta":
+            self.copy_online_to_targets()
+        self.freeze_targets()
 
-    # ------------------------------------------------------------------ target encoder housekeeping
+    # ------------------------------------------------------------------ EMA target housekeeping
+
+    def ema_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
+        """(online, target) module pairs the trainer updates by EMA: none for the supervised baseline."""
+        return [] if self.target_encoder is None else [(self.context_encoder, self.target_encoder)]
 
     @torch.no_grad()
-    def copy_context_to_target(self):
-        """Make the target encoder an exact copy of the context encoder (parameters and BatchNorm buffers)."""
-        context, target = self.context_encoder.state_dict(), self.target_encoder.state_dict()
-        for name, tensor in target.items():
-            tensor.copy_(context[name])
+    def copy_online_to_targets(self):
+        """Make every EMA target an exact copy of its online module (parameters and buffers)."""
+        for online, target in self.ema_pairs():
+            target.load_state_dict(online.state_dict())
 
-    def freeze_target_encoder(self):
-        if self.target_encoder is not None:
-            self.target_encoder.requires_grad_(False)
-            self.target_encoder.eval()
+    def freeze_targets(self):
+        """Keep every EMA target out of the optimiser and in eval mode: only the EMA update (`ema_pairs`) moves it."""
+        for _, target in self.ema_pairs():
+            target.requires_grad_(False)
+            target.eval()
 
     def train(self, mode: bool = True):
         super().train(mode)
-        if self.target_encoder is not None:
-            self.target_encoder.eval()
+        for _, target in self.ema_pairs():
+            target.eval()
         return self
 
     @classmethod
     def from_pretrained(cls, *args, strict: bool = True, **kwargs):
-        """`PreTrainedModel.from_pretrained`, strict by default: weights missing from the checkpoint or left unused
-        raise `ValueError` instead of a warning (shape mismatches already raise). `strict=False` only warns."""
+        """`PreTrainedModel.from_pretrained`, strict by default: weights missing from the checkpoint, left unused or of
+        another shape (reported with `ignore_mismatched_sizes=True`; without it transformers raises already) raise
+        `ValueError` instead of a warning; `strict=False` only warns. The EMA targets are re-frozen after loading
+        (loading marks every floating parameter trainable again)."""
         output_loading_info = kwargs.pop("output_loading_info", False)
         model, loading_info = super().from_pretrained(*args, output_loading_info=True, **kwargs)
-        # Loading marks every floating parameter trainable again; the EMA target must stay frozen.
-        model.freeze_target_encoder()
-        problems = {k: sorted(loading_info.get(k) or ()) for k in ("missing_keys", "unexpected_keys")}
+        model.freeze_targets()
+        problems = {k: sorted(str(x) for x in (loading_info.get(k) or ()))
+                    for k in ("missing_keys", "unexpected_keys", "mismatched_keys")}
         if strict and any(problems.values()):
             raise ValueError(
-                f"{cls.__name__}.from_pretrained: the checkpoint does not match the config "
-                f"(missing keys: {problems['missing_keys']}, unexpected keys: {problems['unexpected_keys']}); "
-                "config.json and model.safetensors disagree (e.g. a different encoder_type, predictor_type, "
-                "objective or learnable_angle). Pass strict=False to load anyway."
+                f"{cls.__name__}.from_pretrained: the checkpoint does not match the config (missing keys: "
+                f"{problems['missing_keys'][:8]}, unexpected keys: {problems['unexpected_keys'][:8]}, mismatched "
+                f"keys: {problems['mismatched_keys'][:8]}). {cls._strict_loading_hint}"
+                "Pass strict=False to load anyway."
             )
         return (model, loading_info) if output_loading_info else model
 

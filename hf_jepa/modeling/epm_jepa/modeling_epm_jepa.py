@@ -324,7 +324,11 @@ def _distributed() -> bool:
 # Copied from hf_jepa.modeling.bro_jepa.modeling_bro_jepa._gather_with_grad
 def _gather_with_grad(latent: torch.Tensor) -> torch.Tensor:
     """All ranks' latents (differentiable), so VICReg statistics see the global batch in multi-process runs."""
-    return _GatherWithGrad.apply(latent) if _distributed() else latent
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return latent
+    if torch.distributed.get_world_size() == 1:
+        return latent
+    return _GatherWithGrad.apply(latent)
 
 
 # Copied from hf_jepa.modeling.bro_jepa.modeling_bro_jepa.vicreg_variance_loss
@@ -398,8 +402,12 @@ class EpmJepaPreTrainedModel(PreTrainedModel):
 class EpmJepaModel(EpmJepaPreTrainedModel):
     """
     EPM-JEPA world model: context encoder, EMA target encoder (frozen), predictor base, surprisal gate and, by track,
-    the experience memory with residual injection (`"ei"`) or hypernetwork-driven LoRA (`"epm"`).
+    the experience memory with residual injection (`"ei"`) or hypernetwork-driven LoRA (`"epm"`). `from_pretrained`
+    loads strictly; the experience buffer starts empty after loading.
     """
+
+    # Appended to the strict-loading error of `from_pretrained`.
+    _strict_loading_hint = "To start one track from another's weights use EpmJepaModel.from_base(path, track=...). "
 
     def __init__(self, config: EpmJepaConfig):
         super().__init__(config)
@@ -421,8 +429,8 @@ class EpmJepaModel(EpmJepaPreTrainedModel):
             self.hypernetwork = EpmJepaHypernetwork(config, len(self._lora_layers))
         self.post_init()
         if self.predictor.layers[0].weight.device.type != "meta":
-            self.copy_context_to_target()
-        self.freeze_target_encoder()
+            self.copy_online_to_targets()
+        self.freeze_targets()
 
     # ------------------------------------------------------------------ peft LoRA (track C)
 
@@ -455,37 +463,51 @@ class EpmJepaModel(EpmJepaPreTrainedModel):
             layer.lora_B[ADAPTER_NAME]._hf_jepa_init = "zeros"
         self._lora_layers = [layer for _, layer in layers]
 
-    # ------------------------------------------------------------------ target encoder housekeeping
+    # ------------------------------------------------------------------ EMA target housekeeping
 
+    def ema_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
+        """(online, target) module pairs the trainer updates by EMA."""
+        return [(self.context_encoder, self.target_encoder)]
+
+    # Copied from hf_jepa.modeling.bro_jepa.modeling_bro_jepa.BroJepaModel.copy_online_to_targets
     @torch.no_grad()
-    def copy_context_to_target(self):
-        """Make the target encoder an exact copy of the context encoder."""
-        for target, context in zip(self.target_encoder.parameters(), self.context_encoder.parameters()):
-            target.copy_(context)
+    def copy_online_to_targets(self):
+        """Make every EMA target an exact copy of its online module (parameters and buffers)."""
+        for online, target in self.ema_pairs():
+            target.load_state_dict(online.state_dict())
 
-    def freeze_target_encoder(self):
-        self.target_encoder.requires_grad_(False)
-        self.target_encoder.eval()
+    # Copied from hf_jepa.modeling.bro_jepa.modeling_bro_jepa.BroJepaModel.freeze_targets
+    def freeze_targets(self):
+        """Keep every EMA target out of the optimiser and in eval mode: only the EMA update (`ema_pairs`) moves it."""
+        for _, target in self.ema_pairs():
+            target.requires_grad_(False)
+            target.eval()
 
+    # Copied from hf_jepa.modeling.bro_jepa.modeling_bro_jepa.BroJepaModel.train
     def train(self, mode: bool = True):
         super().train(mode)
-        self.target_encoder.eval()
+        for _, target in self.ema_pairs():
+            target.eval()
         return self
 
+    # Copied from hf_jepa.modeling.bro_jepa.modeling_bro_jepa.BroJepaModel.from_pretrained
     @classmethod
     def from_pretrained(cls, *args, strict: bool = True, **kwargs):
-        """`PreTrainedModel.from_pretrained`, strict by default: weights missing from the checkpoint or left unused
-        raise `ValueError` (e.g. a checkpoint of another track). To start a track from another track's weights use
-        :meth:`from_base`. The experience buffer starts empty."""
+        """`PreTrainedModel.from_pretrained`, strict by default: weights missing from the checkpoint, left unused or of
+        another shape (reported with `ignore_mismatched_sizes=True`; without it transformers raises already) raise
+        `ValueError` instead of a warning; `strict=False` only warns. The EMA targets are re-frozen after loading
+        (loading marks every floating parameter trainable again)."""
         output_loading_info = kwargs.pop("output_loading_info", False)
         model, loading_info = super().from_pretrained(*args, output_loading_info=True, **kwargs)
-        model.freeze_target_encoder()  # loading marks every floating parameter trainable again
-        problems = {k: sorted(loading_info.get(k) or ()) for k in ("missing_keys", "unexpected_keys")}
+        model.freeze_targets()
+        problems = {k: sorted(str(x) for x in (loading_info.get(k) or ()))
+                    for k in ("missing_keys", "unexpected_keys", "mismatched_keys")}
         if strict and any(problems.values()):
             raise ValueError(
-                f"{cls.__name__}.from_pretrained: the checkpoint does not match the config "
-                f"(missing keys: {problems['missing_keys']}, unexpected keys: {problems['unexpected_keys']}). "
-                "To start one track from another's weights use EpmJepaModel.from_base(path, track=...)."
+                f"{cls.__name__}.from_pretrained: the checkpoint does not match the config (missing keys: "
+                f"{problems['missing_keys'][:8]}, unexpected keys: {problems['unexpected_keys'][:8]}, mismatched "
+                f"keys: {problems['mismatched_keys'][:8]}). {cls._strict_loading_hint}"
+                "Pass strict=False to load anyway."
             )
         return (model, loading_info) if output_loading_info else model
 
@@ -522,7 +544,7 @@ class EpmJepaModel(EpmJepaPreTrainedModel):
                     "in the new config: config_overrides may not change the shared architecture"
                 )
         model.load_state_dict({own[name]: tensor for name, tensor in shared.items()}, strict=False)
-        model.freeze_target_encoder()
+        model.freeze_targets()
         return model
 
     # ------------------------------------------------------------------ experience adapter (peft files)

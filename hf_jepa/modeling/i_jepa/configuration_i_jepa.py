@@ -1,5 +1,7 @@
 """I-JEPA configuration: the image baseline (Assran et al., 2023) on a transformers ViT backbone."""
 
+import inspect
+
 from transformers import PretrainedConfig, ViTConfig
 
 
@@ -18,6 +20,29 @@ def vit_huge_config(**overrides) -> ViTConfig:
                   hidden_act="gelu", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     kwargs.update(overrides)
     return ViTConfig(**kwargs)
+
+
+def preset_config(config_class, backbone_class, backbone_factory, backbone: dict, fields: dict, overrides: dict):
+    """A preset of `config_class`: its `fields` and the backbone `backbone_factory(**backbone)`, with `overrides`.
+
+    How an override is routed: a name that `config_class` takes (e.g. `predictor_hidden_size`, `objective`) sets that
+    field; a name that only the backbone config (`backbone_class`) has (e.g. `hidden_size`, `num_hidden_layers`,
+    `image_size`, `vocab_size`) sets the backbone's field; `backbone_config=` (a config or a dict) replaces the preset's
+    backbone, and backbone fields given with it apply on top of it.
+    """
+    own = set(inspect.signature(config_class.__init__).parameters)
+    generic = set(inspect.signature(PretrainedConfig.__init__).parameters)
+    backbone_fields = set(inspect.signature(backbone_class.__init__).parameters) - own - generic
+    kwargs = {**fields, **{k: v for k, v in overrides.items() if k not in backbone_fields}}
+    for_backbone = {k: v for k, v in overrides.items() if k in backbone_fields}
+    if "backbone_config" not in kwargs:
+        kwargs["backbone_config"] = backbone_factory(**{**backbone, **for_backbone})
+    elif for_backbone:
+        base = kwargs["backbone_config"]
+        base = base.to_dict() if isinstance(base, PretrainedConfig) else dict(base)
+        merged = {**base, **for_backbone}
+        kwargs["backbone_config"] = backbone_class(**{k: v for k, v in merged.items() if k != "model_type"})
+    return config_class(**kwargs)
 
 
 def _as_float_list(value):
@@ -201,34 +226,34 @@ class IJepaConfig(PretrainedConfig):
     def num_patches(self) -> int:
         return self.grid_size**2
 
-    @classmethod
-    def tiny(cls, backbone_overrides: dict | None = None, **overrides) -> "IJepaConfig":
-        """A seconds-scale preset for tests: MNIST 28 x 28, patch 7 (a 4 x 4 grid), a 2-layer, 32-wide ViT, a
-        2-layer, 16-wide predictor. `backbone_overrides` set ViTConfig fields, `overrides` IJepaConfig fields."""
-        backbone = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-                        image_size=28, patch_size=7, num_channels=1, layer_norm_eps=1e-6)
-        backbone.update(backbone_overrides or {})
-        kwargs = dict(backbone_config=vit_huge_config(**backbone), predictor_hidden_size=16, predictor_num_layers=2,
-                      predictor_num_heads=2, ema_momentum=0.99)
-        kwargs.update(overrides)
-        return cls(**kwargs)
+    # Presets: `tiny` (seconds-scale, for tests), `cpu_fast` (what the CPU reproduction trains), `full` (the paper's
+    # size). Each takes `**overrides`: IJepaConfig fields, and ViTConfig fields (`hidden_size`, `num_hidden_layers`,
+    # `image_size`, `patch_size`...) which go to the backbone, or `backbone_config=` to replace it (`preset_config`).
 
     @classmethod
-    def cpu_fast(cls, backbone_overrides: dict | None = None, **overrides) -> "IJepaConfig":
+    def tiny(cls, **overrides) -> "IJepaConfig":
+        """A seconds-scale preset for tests: MNIST 28 x 28, patch 7 (a 4 x 4 grid), a 2-layer, 32-wide ViT, a
+        2-layer, 16-wide predictor. `overrides`: IJepaConfig fields, or ViTConfig fields for the backbone."""
+        backbone = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                        image_size=28, patch_size=7, num_channels=1, layer_norm_eps=1e-6)
+        fields = dict(predictor_hidden_size=16, predictor_num_layers=2, predictor_num_heads=2, ema_momentum=0.99)
+        return preset_config(cls, ViTConfig, vit_huge_config, backbone, fields, overrides)
+
+    @classmethod
+    def cpu_fast(cls, **overrides) -> "IJepaConfig":
         """The size the reproduction trains on a 2-core CPU: MNIST 28 x 28, patch 4 (a 7 x 7 grid), a 4-layer,
-        128-wide ViT (4 heads, MLP 512), a 3-layer, 64-wide predictor (4 heads), EMA momentum 0.99 -> 1.0."""
+        128-wide ViT (4 heads, MLP 512), a 3-layer, 64-wide predictor (4 heads), EMA momentum 0.99 -> 1.0.
+        `overrides`: IJepaConfig fields, or ViTConfig fields for the backbone."""
         backbone = dict(hidden_size=128, num_hidden_layers=4, num_attention_heads=4, intermediate_size=512,
                         image_size=28, patch_size=4, num_channels=1, layer_norm_eps=1e-6)
-        backbone.update(backbone_overrides or {})
-        kwargs = dict(backbone_config=vit_huge_config(**backbone), predictor_hidden_size=64, predictor_num_layers=3,
-                      predictor_num_heads=4, ema_momentum=0.99)
-        kwargs.update(overrides)
-        return cls(**kwargs)
+        fields = dict(predictor_hidden_size=64, predictor_num_layers=3, predictor_num_heads=4, ema_momentum=0.99)
+        return preset_config(cls, ViTConfig, vit_huge_config, backbone, fields, overrides)
 
     @classmethod
     def full(cls, **overrides) -> "IJepaConfig":
-        """The paper-size I-JEPA: the class defaults with `overrides`."""
-        return cls(**overrides)
+        """The paper-size I-JEPA (the class defaults: ViT-H/16 at 224 px, a 12-layer, 384-wide predictor).
+        `overrides`: IJepaConfig fields, or ViTConfig fields for the backbone."""
+        return preset_config(cls, ViTConfig, vit_huge_config, {}, {}, overrides)
 
 
 __all__ = ["IJepaConfig", "vit_huge_config"]

@@ -238,6 +238,9 @@ class IJepaModel(IJepaPreTrainedModel):
     all patches (I-JEPA has no CLS token).
     """
 
+    # Appended to the strict-loading error of `from_pretrained`.
+    _strict_loading_hint = ""
+
     def __init__(self, config: IJepaConfig):
         super().__init__(config)
         config.validate()
@@ -250,7 +253,7 @@ class IJepaModel(IJepaPreTrainedModel):
         self.predictor = IJepaPredictor(config)
         self.post_init()
         if self.context_encoder.layernorm.weight.device.type != "meta":
-            self.copy_context_to_target()
+            self.copy_online_to_targets()
         self.freeze_targets()
 
     # ------------------------------------------------------------------ EMA target housekeeping
@@ -259,28 +262,34 @@ class IJepaModel(IJepaPreTrainedModel):
         """(online, target) module pairs the trainer updates by EMA."""
         return [(self.context_encoder, self.target_encoder)]
 
+    # Copied from hf_jepa.modeling.bro_jepa.modeling_bro_jepa.BroJepaModel.copy_online_to_targets
     @torch.no_grad()
-    def copy_context_to_target(self):
-        """Make the EMA target an exact copy of the context encoder (parameters and persistent buffers; the sin-cos
-        table is fixed and identical in both)."""
+    def copy_online_to_targets(self):
+        """Make every EMA target an exact copy of its online module (parameters and buffers)."""
         for online, target in self.ema_pairs():
             target.load_state_dict(online.state_dict())
 
+    # Copied from hf_jepa.modeling.bro_jepa.modeling_bro_jepa.BroJepaModel.freeze_targets
     def freeze_targets(self):
+        """Keep every EMA target out of the optimiser and in eval mode: only the EMA update (`ema_pairs`) moves it."""
         for _, target in self.ema_pairs():
             target.requires_grad_(False)
             target.eval()
 
+    # Copied from hf_jepa.modeling.bro_jepa.modeling_bro_jepa.BroJepaModel.train
     def train(self, mode: bool = True):
         super().train(mode)
         for _, target in self.ema_pairs():
             target.eval()
         return self
 
+    # Copied from hf_jepa.modeling.bro_jepa.modeling_bro_jepa.BroJepaModel.from_pretrained
     @classmethod
     def from_pretrained(cls, *args, strict: bool = True, **kwargs):
-        """`PreTrainedModel.from_pretrained`, strict by default (missing, unused or mis-shaped weights raise
-        `ValueError`); the EMA target is re-frozen after loading."""
+        """`PreTrainedModel.from_pretrained`, strict by default: weights missing from the checkpoint, left unused or of
+        another shape (reported with `ignore_mismatched_sizes=True`; without it transformers raises already) raise
+        `ValueError` instead of a warning; `strict=False` only warns. The EMA targets are re-frozen after loading
+        (loading marks every floating parameter trainable again)."""
         output_loading_info = kwargs.pop("output_loading_info", False)
         model, loading_info = super().from_pretrained(*args, output_loading_info=True, **kwargs)
         model.freeze_targets()
@@ -290,7 +299,8 @@ class IJepaModel(IJepaPreTrainedModel):
             raise ValueError(
                 f"{cls.__name__}.from_pretrained: the checkpoint does not match the config (missing keys: "
                 f"{problems['missing_keys'][:8]}, unexpected keys: {problems['unexpected_keys'][:8]}, mismatched "
-                f"keys: {problems['mismatched_keys'][:8]}). Pass strict=False to load anyway."
+                f"keys: {problems['mismatched_keys'][:8]}). {cls._strict_loading_hint}"
+                "Pass strict=False to load anyway."
             )
         return (model, loading_info) if output_loading_info else model
 

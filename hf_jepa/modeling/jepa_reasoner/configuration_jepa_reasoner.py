@@ -4,7 +4,10 @@ Every model of this family uses the same pre-norm transformer block (RMSNorm, ro
 `scaled_dot_product_attention`), so the configs share the block fields: `hidden_size`, `num_attention_heads`,
 `intermediate_size`, `max_position_embeddings`, `rms_norm_eps`, `rope_theta`, `hidden_dropout`, `initializer_range`.
 
-Token conventions (shared with `hf_jepa.data`): `[PAD]`=0, `[UNK]`=1, `[BOS]`=2, `[EOS]`=3, `[SEP]`=4.
+Token conventions: `[PAD]`=0, `[UNK]`=1, `[BOS]`=2, `[EOS]`=3, `[SEP]`=4, the ids of the tokenizer that
+`hf_jepa.data.reasoning.common.build_reasoning_tokenizer` builds (`REASONING_SPECIAL_TOKENS` order). This folder cannot
+import `hf_jepa.data` (trust_remote_code), so the config defaults repeat them; tests/test_jepa_reasoner_model.py
+checks that every default equals the tokenizer's id.
 """
 
 from transformers import AutoConfig, PretrainedConfig
@@ -99,7 +102,7 @@ class JepaReasonerConfig(PretrainedConfig):
         l2_norm_eps (`float`, *optional*, defaults to 1e-12): floor of the L2 norm in the normalisation.
         rope_theta (`float`, *optional*, defaults to 10000.0): rotary embedding base.
         ema_momentum, ema_momentum_end (`float`, *optional*, default to 0.996 and 1.0): EMA target momentum schedule
-            (start, end). The trainer computes the value per step and calls `model.update_target(momentum)`.
+            (start, end). The trainer computes the value per step and updates the pairs of `model.ema_pairs()`.
         cosine_loss_scale (`float`, *optional*, defaults to 4.0): `k` of the loss `k - k * cos(pred, target)`: the
             loss lies in `[0, 2k]`, 0 for a perfect prediction, `k` for an orthogonal one. Scaling the cosine loss
             up keeps its gradient on unit vectors (at most `k` per unit change of cos) comparable to an MSE loss on
@@ -128,6 +131,7 @@ class JepaReasonerConfig(PretrainedConfig):
         ema_momentum: float = 0.996,
         ema_momentum_end: float = 1.0,
         cosine_loss_scale: float = 4.0,
+        # Special token ids: build_reasoning_tokenizer's (see the module docstring); a test keeps them equal.
         pad_token_id: int = 0,
         bos_token_id: int = 2,
         eos_token_id: int = 3,
@@ -246,6 +250,7 @@ class JepaTalkerConfig(PretrainedConfig):
         max_position_embeddings: int = 2048,
         rms_norm_eps: float = 1e-6,
         rope_theta: float = 10000.0,
+        # Special token ids: build_reasoning_tokenizer's (see the module docstring); a test keeps them equal.
         pad_token_id: int = 0,
         bos_token_id: int = 2,
         eos_token_id: int = 3,
@@ -397,6 +402,7 @@ class CoupledTransformerConfig(PretrainedConfig):
         max_position_embeddings: int = 2048,
         rms_norm_eps: float = 1e-6,
         rope_theta: float = 10000.0,
+        # Special token ids: build_reasoning_tokenizer's (see the module docstring); a test keeps them equal.
         pad_token_id: int = 0,
         bos_token_id: int = 2,
         eos_token_id: int = 3,
@@ -578,20 +584,49 @@ class JepaReasonerWithTalkerConfig(PretrainedConfig):
     def is_dual(self) -> bool:
         return self.talker_config.model_type == DualTalkerConfig.model_type
 
+    # Presets: `tiny` (tests), `cpu_fast` (what `hf-jepa reproduce jepa-reasoner` trains), `full` (the paper's 0.9B
+    # reasoner with its 198M Talker): the same preset of the reasoner and of the Talker. `**overrides`:
+    #   talker_type: "mono" (the default) or "dual", which Talker;
+    #   vocab_size: both sub-configs (they share one tokenizer);
+    #   reasoner_config / talker_config: a dict of fields set over that sub-config's preset, or a config replacing it
+    #     (the Talker's latent_size follows the reasoner's hidden_size unless talker_config sets it);
+    #   anything else: the pair config's own fields.
+
     @classmethod
-    def tiny(cls, talker: str = "mono", vocab_size: int | None = None, reasoner_kwargs: dict | None = None,
-             talker_kwargs: dict | None = None, **kwargs) -> "JepaReasonerWithTalkerConfig":
-        """A test preset: `JepaReasonerConfig.tiny()` with `MonoTalkerConfig.tiny()` (`talker="mono"`) or
-        `DualTalkerConfig.tiny()` (`talker="dual"`). `vocab_size` goes to both; `reasoner_kwargs` / `talker_kwargs`
-        override the sub-configs' fields, `kwargs` the pair's."""
+    def tiny(cls, **overrides) -> "JepaReasonerWithTalkerConfig":
+        """A test preset: `JepaReasonerConfig.tiny()` with `MonoTalkerConfig.tiny()` (`talker_type="mono"`) or
+        `DualTalkerConfig.tiny()` (`talker_type="dual"`); `overrides` as described above."""
+        return cls._from_presets("tiny", overrides)
+
+    @classmethod
+    def cpu_fast(cls, **overrides) -> "JepaReasonerWithTalkerConfig":
+        """The sizes `hf-jepa reproduce jepa-reasoner` trains on a 2-core CPU: the `cpu_fast` reasoner and Talker."""
+        return cls._from_presets("cpu_fast", overrides)
+
+    @classmethod
+    def full(cls, **overrides) -> "JepaReasonerWithTalkerConfig":
+        """The paper's sizes: the 0.9B reasoner and the 198M Mono- (or Dual-) Talker reading it."""
+        return cls._from_presets("full", overrides)
+
+    @classmethod
+    def _from_presets(cls, preset: str, overrides: dict) -> "JepaReasonerWithTalkerConfig":
+        overrides = dict(overrides)
+        talker_type = overrides.pop("talker_type", "mono")
         talker_classes = {"mono": MonoTalkerConfig, "dual": DualTalkerConfig}
-        if talker not in talker_classes:
-            raise ValueError(f"JepaReasonerWithTalkerConfig.tiny: talker must be 'mono' or 'dual', got {talker!r}")
-        shared = {} if vocab_size is None else {"vocab_size": vocab_size}
-        reasoner_config = JepaReasonerConfig.tiny(**{**shared, **(reasoner_kwargs or {})})
-        talker_config = talker_classes[talker].tiny(**{"latent_size": reasoner_config.hidden_size, **shared,
-                                                       **(talker_kwargs or {})})
-        return cls(reasoner_config=reasoner_config, talker_config=talker_config, **kwargs)
+        if talker_type not in talker_classes:
+            raise ValueError(
+                f"JepaReasonerWithTalkerConfig.{preset}: talker_type must be 'mono' or 'dual', got {talker_type!r}"
+            )
+        shared = {"vocab_size": overrides.pop("vocab_size")} if "vocab_size" in overrides else {}
+        reasoner_config = overrides.pop("reasoner_config", None)
+        talker_config = overrides.pop("talker_config", None)
+        if not isinstance(reasoner_config, PretrainedConfig):
+            reasoner_config = getattr(JepaReasonerConfig, preset)(**{**shared, **(reasoner_config or {})})
+        if not isinstance(talker_config, PretrainedConfig):
+            talker_config = getattr(talker_classes[talker_type], preset)(
+                **{"latent_size": reasoner_config.hidden_size, **shared, **(talker_config or {})}
+            )
+        return cls(reasoner_config=reasoner_config, talker_config=talker_config, **overrides)
 
 
 __all__ = [

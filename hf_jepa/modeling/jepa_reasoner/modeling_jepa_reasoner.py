@@ -21,8 +21,6 @@ This file imports only torch and transformers (same-folder relative imports) so 
 """
 
 import copy
-import json
-import os
 from dataclasses import dataclass
 
 import torch
@@ -282,12 +280,15 @@ def seed_auto_map(model: PreTrainedModel, *auto_classes: str):
 
 
 class JepaPreTrainedBase(PreTrainedModel):
-    """Weight init shared by the family, and strict loading (`from_pretrained(..., strict=True)` raises
-    `ValueError` on missing, unexpected or mis-shaped weights); `_after_load` re-freezes EMA targets."""
+    """Weight init shared by the family, EMA-target housekeeping (`ema_pairs()` is empty unless the model has an EMA
+    target) and strict loading (`from_pretrained(..., strict=True)` raises `ValueError` on missing, unexpected or
+    mis-shaped weights, and re-freezes the EMA targets)."""
 
     base_model_prefix = "model"
     input_modalities = "text"
     supports_gradient_checkpointing = False
+    # Appended to the strict-loading error of `from_pretrained`.
+    _strict_loading_hint = ""
 
     def _init_weights(self, module):
         std = self.config.initializer_range
@@ -300,21 +301,49 @@ class JepaPreTrainedBase(PreTrainedModel):
         elif isinstance(module, JepaRMSNorm):
             init.ones_(module.weight)
 
-    def _after_load(self):
-        pass
+    def ema_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
+        """(online, target) module pairs the trainer updates by EMA: none unless the model has an EMA target."""
+        return []
 
+    # Copied from hf_jepa.modeling.bro_jepa.modeling_bro_jepa.BroJepaModel.copy_online_to_targets
+    @torch.no_grad()
+    def copy_online_to_targets(self):
+        """Make every EMA target an exact copy of its online module (parameters and buffers)."""
+        for online, target in self.ema_pairs():
+            target.load_state_dict(online.state_dict())
+
+    # Copied from hf_jepa.modeling.bro_jepa.modeling_bro_jepa.BroJepaModel.freeze_targets
+    def freeze_targets(self):
+        """Keep every EMA target out of the optimiser and in eval mode: only the EMA update (`ema_pairs`) moves it."""
+        for _, target in self.ema_pairs():
+            target.requires_grad_(False)
+            target.eval()
+
+    # Copied from hf_jepa.modeling.bro_jepa.modeling_bro_jepa.BroJepaModel.train
+    def train(self, mode: bool = True):
+        super().train(mode)
+        for _, target in self.ema_pairs():
+            target.eval()
+        return self
+
+    # Copied from hf_jepa.modeling.bro_jepa.modeling_bro_jepa.BroJepaModel.from_pretrained
     @classmethod
     def from_pretrained(cls, *args, strict: bool = True, **kwargs):
+        """`PreTrainedModel.from_pretrained`, strict by default: weights missing from the checkpoint, left unused or of
+        another shape (reported with `ignore_mismatched_sizes=True`; without it transformers raises already) raise
+        `ValueError` instead of a warning; `strict=False` only warns. The EMA targets are re-frozen after loading
+        (loading marks every floating parameter trainable again)."""
         output_loading_info = kwargs.pop("output_loading_info", False)
         model, loading_info = super().from_pretrained(*args, output_loading_info=True, **kwargs)
-        model._after_load()
+        model.freeze_targets()
         problems = {k: sorted(str(x) for x in (loading_info.get(k) or ()))
                     for k in ("missing_keys", "unexpected_keys", "mismatched_keys")}
         if strict and any(problems.values()):
             raise ValueError(
                 f"{cls.__name__}.from_pretrained: the checkpoint does not match the config (missing keys: "
                 f"{problems['missing_keys'][:8]}, unexpected keys: {problems['unexpected_keys'][:8]}, mismatched "
-                f"keys: {problems['mismatched_keys'][:8]})"
+                f"keys: {problems['mismatched_keys'][:8]}). {cls._strict_loading_hint}"
+                "Pass strict=False to load anyway."
             )
         return (model, loading_info) if output_loading_info else model
 
@@ -371,7 +400,8 @@ class JepaReasonerPreTrainedModel(JepaPreTrainedBase):
 class JepaReasonerModel(JepaReasonerPreTrainedModel):
     """
     The JEPA-Reasoner: `encoder` (token encoder, causal), `layers` (reasoning blocks, causal) + `norm` (hybrid
-    norm), and `target_encoder` (EMA copy of `encoder`; frozen, always in eval mode, updated by `update_target`).
+    norm), and `target_encoder` (EMA copy of `encoder`; frozen, always in eval mode; the trainer updates it
+    through `ema_pairs()`).
 
     Training (`forward`): `[prompt, SEP, answer]` (prompt left-padded, answer = tokens + EOS + right padding) is
     encoded into latents; the reasoning blocks read them causally and predict at position t the target encoder's
@@ -394,45 +424,14 @@ class JepaReasonerModel(JepaReasonerPreTrainedModel):
         self.target_encoder = copy.deepcopy(self.encoder)
         self.post_init()
         if self.encoder.embed_tokens.weight.device.type != "meta":
-            self.copy_encoder_to_target()
-        self.freeze_target()
+            self.copy_online_to_targets()
+        self.freeze_targets()
 
     # ------------------------------------------------------------------ EMA target
 
-    @torch.no_grad()
-    def copy_encoder_to_target(self):
-        """Make the target encoder an exact copy of the online token encoder (parameters and buffers)."""
-        self.target_encoder.load_state_dict(self.encoder.state_dict())
-
-    def freeze_target(self):
-        self.target_encoder.requires_grad_(False)
-        self.target_encoder.eval()
-
-    def _after_load(self):
-        self.freeze_target()  # loading marks every floating parameter trainable again
-
     def ema_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
+        """(online, target) module pairs the trainer updates by EMA."""
         return [(self.encoder, self.target_encoder)]
-
-    def train(self, mode: bool = True):
-        super().train(mode)
-        self.target_encoder.eval()
-        return self
-
-    @torch.no_grad()
-    def update_target(self, momentum: float | None = None):
-        """EMA update in fp32: `target = m * target + (1 - m) * online` for every parameter and floating buffer
-        (integer buffers are copied). `momentum` defaults to `config.ema_momentum`; the schedule is the trainer's."""
-        m = self.config.ema_momentum if momentum is None else float(momentum)
-        if not 0.0 <= m <= 1.0:
-            raise ValueError(f"update_target: momentum must lie in [0, 1], got {momentum!r}")
-        pairs = list(zip(self.target_encoder.parameters(), self.encoder.parameters()))
-        pairs += list(zip(self.target_encoder.buffers(), self.encoder.buffers()))
-        for target, online in pairs:
-            if target.is_floating_point():
-                target.copy_((target.float() * m + online.detach().float() * (1.0 - m)).to(target.dtype))
-            else:
-                target.copy_(online)
 
     # ------------------------------------------------------------------ building blocks
 
@@ -796,7 +795,6 @@ class DualTalkerModel(_TalkerBase, GenerationMixin):
         return prefix, torch.cat([prompt_mask, latent_mask.to(prompt_mask.device)], 1)
 
 
-TALKER_CLASSES = {"MonoTalkerModel": MonoTalkerModel, "DualTalkerModel": DualTalkerModel}
 TALKER_MODEL_CLASSES = {MonoTalkerConfig.model_type: MonoTalkerModel, DualTalkerConfig.model_type: DualTalkerModel}
 
 
@@ -821,16 +819,12 @@ class JepaReasonerWithTalker(JepaPreTrainedBase):
     and re-freezes the reasoner's EMA target encoder; `push_to_hub` and `pipeline("latent-reasoning", model=...)`
     work on it. [`from_components`] pairs two existing models (their modules and weights are reused, not copied).
     `generate` runs the reasoner's latent chain and the Talker on it; the chain never depends on the Talker's tokens.
-
-    A directory saved by the former two-folder format (`reasoner/`, `talker/`, `jepa_reasoner_with_talker.json`)
-    still loads with `from_pretrained`.
     """
 
     config: JepaReasonerWithTalkerConfig
     config_class = JepaReasonerWithTalkerConfig
     base_model_prefix = "jepa_reasoner_with_talker"
     main_input_name = "prompt_ids"
-    LEGACY_PAIR_FILE = "jepa_reasoner_with_talker.json"
 
     def __init__(self, config: JepaReasonerWithTalkerConfig, reasoner: JepaReasonerModel | None = None,
                  talker: "MonoTalkerModel | DualTalkerModel | None" = None):
@@ -879,29 +873,9 @@ class JepaReasonerWithTalker(JepaPreTrainedBase):
                 child._init_weights(module)
                 return
 
-    def _after_load(self):
-        self.reasoner._after_load()  # loading marks every floating parameter trainable: re-freeze the EMA target
-        self.talker._after_load()
-
-    @classmethod
-    def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
-        path = str(pretrained_model_name_or_path)
-        if (os.path.isdir(path) and not os.path.exists(os.path.join(path, "config.json"))
-                and os.path.exists(os.path.join(path, cls.LEGACY_PAIR_FILE))):
-            return cls._from_legacy_folders(path, **kwargs)
-        return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
-
-    @classmethod
-    def _from_legacy_folders(cls, path: str, **kwargs):
-        with open(os.path.join(path, cls.LEGACY_PAIR_FILE)) as handle:
-            meta = json.load(handle)
-        talker_class = TALKER_CLASSES.get(meta.get("talker_class"))
-        if talker_class is None:
-            raise ValueError(f"{path}: unknown talker_class {meta.get('talker_class')!r} in {cls.LEGACY_PAIR_FILE}")
-        kwargs.pop("output_loading_info", None)
-        reasoner = JepaReasonerModel.from_pretrained(os.path.join(path, "reasoner"), **kwargs)
-        talker = talker_class.from_pretrained(os.path.join(path, "talker"), **kwargs)
-        return cls.from_components(reasoner, talker)
+    def ema_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
+        """The reasoner's (online, target) pairs: the Talker has no EMA target."""
+        return self.reasoner.ema_pairs()
 
     # ------------------------------------------------------------------ generation
 

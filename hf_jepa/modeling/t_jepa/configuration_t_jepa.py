@@ -1,5 +1,7 @@
 """T-JEPA configuration: the text analogue of I-JEPA on a BERT backbone, and the paper's text baselines."""
 
+import inspect
+
 from transformers import BertConfig, PretrainedConfig
 
 
@@ -13,6 +15,30 @@ def bert_large_config(**overrides) -> BertConfig:
                   intermediate_size=4096, max_position_embeddings=512)
     kwargs.update(overrides)
     return BertConfig(**kwargs)
+
+
+# Copied from hf_jepa.modeling.i_jepa.configuration_i_jepa.preset_config
+def preset_config(config_class, backbone_class, backbone_factory, backbone: dict, fields: dict, overrides: dict):
+    """A preset of `config_class`: its `fields` and the backbone `backbone_factory(**backbone)`, with `overrides`.
+
+    How an override is routed: a name that `config_class` takes (e.g. `predictor_hidden_size`, `objective`) sets that
+    field; a name that only the backbone config (`backbone_class`) has (e.g. `hidden_size`, `num_hidden_layers`,
+    `image_size`, `vocab_size`) sets the backbone's field; `backbone_config=` (a config or a dict) replaces the preset's
+    backbone, and backbone fields given with it apply on top of it.
+    """
+    own = set(inspect.signature(config_class.__init__).parameters)
+    generic = set(inspect.signature(PretrainedConfig.__init__).parameters)
+    backbone_fields = set(inspect.signature(backbone_class.__init__).parameters) - own - generic
+    kwargs = {**fields, **{k: v for k, v in overrides.items() if k not in backbone_fields}}
+    for_backbone = {k: v for k, v in overrides.items() if k in backbone_fields}
+    if "backbone_config" not in kwargs:
+        kwargs["backbone_config"] = backbone_factory(**{**backbone, **for_backbone})
+    elif for_backbone:
+        base = kwargs["backbone_config"]
+        base = base.to_dict() if isinstance(base, PretrainedConfig) else dict(base)
+        merged = {**base, **for_backbone}
+        kwargs["backbone_config"] = backbone_class(**{k: v for k, v in merged.items() if k != "model_type"})
+    return config_class(**kwargs)
 
 
 class TJepaConfig(PretrainedConfig):
@@ -151,33 +177,37 @@ class TJepaConfig(PretrainedConfig):
     def uses_target_encoder(self) -> bool:
         return self.objective in ("jepa", "byol")
 
-    @classmethod
-    def tiny(cls, **overrides) -> "TJepaConfig":
-        """A seconds-scale preset for tests: a 2-layer, 32-wide BERT with a 512-token vocabulary."""
-        backbone = BertConfig(vocab_size=512, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                              intermediate_size=64, max_position_embeddings=64)
-        kwargs = dict(backbone_config=backbone, predictor_hidden_size=32, predictor_num_layers=2,
-                      predictor_num_heads=2, projector_hidden_size=64, projector_output_size=64,
-                      byol_predictor_hidden_size=32, ema_momentum=0.99, mask_token_id=4)
-        kwargs.update(overrides)
-        return cls(**kwargs)
+    # Presets: `tiny` (seconds-scale, for tests), `cpu_fast` (what the CPU reproduction trains), `full` (the paper's
+    # size). Each takes `**overrides`: TJepaConfig fields, and BertConfig fields (`vocab_size`, `hidden_size`,
+    # `num_hidden_layers`...) which go to the backbone, or `backbone_config=` to replace it (`preset_config`).
 
     @classmethod
-    def cpu_fast(cls, vocab_size: int = 8000, **overrides) -> "TJepaConfig":
+    def tiny(cls, **overrides) -> "TJepaConfig":
+        """A seconds-scale preset for tests: a 2-layer, 32-wide BERT with a 512-token vocabulary. `overrides`:
+        TJepaConfig fields, or BertConfig fields for the backbone."""
+        backbone = dict(vocab_size=512, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=64)
+        fields = dict(predictor_hidden_size=32, predictor_num_layers=2, predictor_num_heads=2, projector_hidden_size=64,
+                      projector_output_size=64, byol_predictor_hidden_size=32, ema_momentum=0.99, mask_token_id=4)
+        return preset_config(cls, BertConfig, BertConfig, backbone, fields, overrides)
+
+    @classmethod
+    def cpu_fast(cls, **overrides) -> "TJepaConfig":
         """A 4-layer, 256-wide BERT with a locally trained 8k WordPiece vocabulary: the size the reproduction trains
-        on a 2-core CPU. `mask_token_id=4` is `[MASK]` in the tokenizers `hf_jepa.data` trains."""
-        backbone = BertConfig(vocab_size=vocab_size, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
-                              intermediate_size=1024, max_position_embeddings=128)
-        kwargs = dict(backbone_config=backbone, predictor_hidden_size=128, predictor_num_layers=2,
-                      predictor_num_heads=4, projector_hidden_size=512, projector_output_size=512,
-                      byol_predictor_hidden_size=256, ema_momentum=0.99, mask_token_id=4)
-        kwargs.update(overrides)
-        return cls(**kwargs)
+        on a 2-core CPU. `mask_token_id=4` is `[MASK]` in the tokenizers `hf_jepa.data` trains. `overrides`:
+        TJepaConfig fields, or BertConfig fields (e.g. `vocab_size`) for the backbone."""
+        backbone = dict(vocab_size=8000, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
+                        intermediate_size=1024, max_position_embeddings=128)
+        fields = dict(predictor_hidden_size=128, predictor_num_layers=2, predictor_num_heads=4,
+                      projector_hidden_size=512, projector_output_size=512, byol_predictor_hidden_size=256,
+                      ema_momentum=0.99, mask_token_id=4)
+        return preset_config(cls, BertConfig, BertConfig, backbone, fields, overrides)
 
     @classmethod
     def full(cls, **overrides) -> "TJepaConfig":
-        """The paper-size T-JEPA: the class defaults (a BERT-Large backbone) with `overrides`."""
-        return cls(**overrides)
+        """The paper-size T-JEPA: the class defaults (a BERT-Large backbone). `overrides`: TJepaConfig fields, or
+        BertConfig fields for the backbone."""
+        return preset_config(cls, BertConfig, bert_large_config, {}, {}, overrides)
 
 
 __all__ = ["TJepaConfig", "bert_large_config"]

@@ -239,6 +239,9 @@ class TJepaModel(TJepaPreTrainedModel):
     (`"jepa"`, `"byol"`; frozen, always in eval mode) and the objective's head.
     """
 
+    # Appended to the strict-loading error of `from_pretrained`.
+    _strict_loading_hint = "To start from a plain BERT checkpoint use TJepaModel.from_backbone(path). "
+
     def __init__(self, config: TJepaConfig):
         super().__init__(config)
         config.validate()
@@ -263,7 +266,7 @@ class TJepaModel(TJepaPreTrainedModel):
             self.target_projector = copy.deepcopy(self.projector)
         self.post_init()
         if self.target_encoder is not None and self.context_encoder.embeddings.word_embeddings.weight.device.type != "meta":
-            self.copy_context_to_target()
+            self.copy_online_to_targets()
         self.freeze_targets()
 
     # ------------------------------------------------------------------ EMA target housekeeping
@@ -277,27 +280,34 @@ class TJepaModel(TJepaPreTrainedModel):
             pairs.append((self.projector, self.target_projector))
         return pairs
 
+    # Copied from hf_jepa.modeling.bro_jepa.modeling_bro_jepa.BroJepaModel.copy_online_to_targets
     @torch.no_grad()
-    def copy_context_to_target(self):
+    def copy_online_to_targets(self):
         """Make every EMA target an exact copy of its online module (parameters and buffers)."""
         for online, target in self.ema_pairs():
             target.load_state_dict(online.state_dict())
 
+    # Copied from hf_jepa.modeling.bro_jepa.modeling_bro_jepa.BroJepaModel.freeze_targets
     def freeze_targets(self):
+        """Keep every EMA target out of the optimiser and in eval mode: only the EMA update (`ema_pairs`) moves it."""
         for _, target in self.ema_pairs():
             target.requires_grad_(False)
             target.eval()
 
+    # Copied from hf_jepa.modeling.bro_jepa.modeling_bro_jepa.BroJepaModel.train
     def train(self, mode: bool = True):
         super().train(mode)
         for _, target in self.ema_pairs():
             target.eval()
         return self
 
+    # Copied from hf_jepa.modeling.bro_jepa.modeling_bro_jepa.BroJepaModel.from_pretrained
     @classmethod
     def from_pretrained(cls, *args, strict: bool = True, **kwargs):
-        """`PreTrainedModel.from_pretrained`, strict by default (missing, unused or mis-shaped weights raise
-        `ValueError`); the EMA targets are re-frozen after loading."""
+        """`PreTrainedModel.from_pretrained`, strict by default: weights missing from the checkpoint, left unused or of
+        another shape (reported with `ignore_mismatched_sizes=True`; without it transformers raises already) raise
+        `ValueError` instead of a warning; `strict=False` only warns. The EMA targets are re-frozen after loading
+        (loading marks every floating parameter trainable again)."""
         output_loading_info = kwargs.pop("output_loading_info", False)
         model, loading_info = super().from_pretrained(*args, output_loading_info=True, **kwargs)
         model.freeze_targets()
@@ -307,8 +317,8 @@ class TJepaModel(TJepaPreTrainedModel):
             raise ValueError(
                 f"{cls.__name__}.from_pretrained: the checkpoint does not match the config (missing keys: "
                 f"{problems['missing_keys'][:8]}, unexpected keys: {problems['unexpected_keys'][:8]}, mismatched "
-                f"keys: {problems['mismatched_keys'][:8]}). To start from a "
-                "plain BERT checkpoint use TJepaModel.from_backbone(path)."
+                f"keys: {problems['mismatched_keys'][:8]}). {cls._strict_loading_hint}"
+                "Pass strict=False to load anyway."
             )
         return (model, loading_info) if output_loading_info else model
 
@@ -322,7 +332,7 @@ class TJepaModel(TJepaPreTrainedModel):
         missing, unexpected = model.context_encoder.load_state_dict(bert.state_dict(), strict=False)
         if missing:
             raise ValueError(f"from_backbone: {pretrained_model_name_or_path} lacks encoder weights {missing[:8]}")
-        model.copy_context_to_target()
+        model.copy_online_to_targets()
         model.freeze_targets()
         return model
 
