@@ -1,4 +1,5 @@
-"""Shared fixtures: the real MNIST (decoded once per session, when present) and the embedded offline digits."""
+"""Shared fixtures: the real MNIST (decoded once per session, when present), the embedded offline digits, the loopback
+Hub, and running code where hf_jepa is not importable. Every test runs offline (set here, before any import)."""
 
 import os
 
@@ -135,3 +136,24 @@ def embedded_splits(embedded_dataset):
     from hf_jepa.data import MnistSplits
 
     return MnistSplits("embedded")
+
+
+# ------------------------------------------------------------------------------------------------ loopback Hub
+
+
+@pytest.fixture(scope="module")
+def hub():
+    """A loopback Hub server (../shared/docs/hub-protocol.md) for one test module; the suite itself stays offline."""
+    from hf_jepa.testing.hub_server import LoopbackHub
+
+    with LoopbackHub() as hub:
+        yield hub
+
+
+@pytest.fixture
+def online(hub, tmp_path):
+    """Inside this fixture huggingface_hub and transformers talk to `hub`, with a fresh cache; the cache dir."""
+    from hf_jepa.testing.hub_server import use_loopback_hub
+
+    with use_loopback_hub(hub, cache_dir=tmp_path / "hf-cache") as cache_dir:
+        yield cache_dir

@@ -1,9 +1,5 @@
 """BRo-JEPA through the (loopback) Hub: push_to_hub, from_pretrained("org/name"), pipeline, remote code."""
 
-import os
-
-os.environ["HF_HUB_OFFLINE"] = "1"
-os.environ["HF_DATASETS_OFFLINE"] = "1"
 
 import json
 
@@ -36,24 +32,12 @@ def make_model() -> BroJepaModel:
 
 
 @pytest.fixture(scope="module")
-def hub():
-    with LoopbackHub() as hub:
-        yield hub
-
-
-@pytest.fixture(scope="module")
 def pushed(hub, tmp_path_factory):
     model = make_model()
     with use_loopback_hub(hub, cache_dir=tmp_path_factory.mktemp("push-cache")):
         model.push_to_hub(REPO_ID)
         BroJepaImageProcessor().push_to_hub(REPO_ID)
     return model
-
-
-@pytest.fixture
-def online(hub, tmp_path):
-    with use_loopback_hub(hub, cache_dir=tmp_path / "hf-cache") as cache_dir:
-        yield cache_dir
 
 
 def test_pushed_files(hub, pushed):

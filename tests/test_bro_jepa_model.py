@@ -1,4 +1,3 @@
-import os; os.environ["HF_HUB_OFFLINE"] = "1"; os.environ["HF_DATASETS_OFFLINE"] = "1"  # noqa: E401,E702
 
 import math
 

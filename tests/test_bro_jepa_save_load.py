@@ -2,8 +2,6 @@
 
 import os
 
-os.environ["HF_HUB_OFFLINE"] = "1"
-os.environ["HF_DATASETS_OFFLINE"] = "1"
 
 import json
 from pathlib import Path

@@ -1,11 +1,8 @@
 """Model cards (hf_jepa.cards), the `hf-jepa` command line (hf_jepa.cli) and pushing to a loopback Hub."""
 
-import os
 import subprocess
 import sys
 
-os.environ["HF_HUB_OFFLINE"] = "1"
-os.environ["HF_DATASETS_OFFLINE"] = "1"
 
 import json
 from pathlib import Path

@@ -1,10 +1,6 @@
 """EPM-JEPA model cards (hf_jepa.cards.epm_jepa.render_card) and sharing a saved track-C model through the (loopback)
 Hub: push_to_hub, snapshot_download, AutoModel.from_pretrained("org/name"), the experience adapter, the pipeline."""
 
-import os
-
-os.environ["HF_HUB_OFFLINE"] = "1"
-os.environ["HF_DATASETS_OFFLINE"] = "1"
 
 import json
 from pathlib import Path
@@ -277,23 +273,11 @@ def model_dir(model, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def hub():
-    with LoopbackHub() as hub:
-        yield hub
-
-
-@pytest.fixture(scope="module")
 def pushed(hub, model_dir, tmp_path_factory):
     with use_loopback_hub(hub, cache_dir=tmp_path_factory.mktemp("push-cache")):
         url = push_to_hub(model_dir, REPO_ID)
     assert url.endswith("/" + REPO_ID)
     return model_dir
-
-
-@pytest.fixture
-def online(hub, tmp_path):
-    with use_loopback_hub(hub, cache_dir=tmp_path / "hf-cache") as cache_dir:
-        yield cache_dir
 
 
 def test_pushed_files(hub, pushed):

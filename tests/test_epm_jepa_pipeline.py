@@ -3,8 +3,6 @@ input formats, lists, experience warming, bad inputs, and remote code without hf
 
 import os
 
-os.environ["HF_HUB_OFFLINE"] = "1"
-os.environ["HF_DATASETS_OFFLINE"] = "1"
 
 import json
 import warnings

@@ -2,7 +2,6 @@
 
 import os
 
-os.environ["HF_HUB_OFFLINE"] = "1"  # as in the rest of the suite: the helper must switch it off locally
 
 import hashlib
 import subprocess
@@ -30,18 +29,6 @@ from hf_jepa.testing.hub_server import LoopbackHub, use_loopback_hub
 
 def _sha256(path) -> str:
     return hashlib.sha256(open(path, "rb").read()).hexdigest()
-
-
-@pytest.fixture(scope="module")
-def hub():
-    with LoopbackHub() as hub:
-        yield hub
-
-
-@pytest.fixture
-def online(hub, tmp_path):
-    with use_loopback_hub(hub, cache_dir=tmp_path / "hf-cache") as cache_dir:
-        yield cache_dir
 
 
 def test_patches_are_restored(hub, tmp_path):

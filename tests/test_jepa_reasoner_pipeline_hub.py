@@ -4,8 +4,6 @@ code without hf_jepa (pair and pipeline); and the loopback Hub round trip of a s
 
 import os
 
-os.environ["HF_HUB_OFFLINE"] = "1"
-os.environ["HF_DATASETS_OFFLINE"] = "1"
 
 import json
 
@@ -351,12 +349,6 @@ def test_trust_remote_code_without_hf_jepa(pipes, pairs, tokenizer, pair_dirs, t
 
 
 @pytest.fixture(scope="module")
-def hub():
-    with LoopbackHub() as hub:
-        yield hub
-
-
-@pytest.fixture(scope="module")
 def pushed(hub, pairs, tokenizer, tmp_path_factory):
     directory = tmp_path_factory.mktemp("pair-run")
     pairs["mono"].save_pretrained(directory)
@@ -368,12 +360,6 @@ def pushed(hub, pairs, tokenizer, tmp_path_factory):
         url = push_to_hub(directory, REPO_ID)
     assert url.endswith("/" + REPO_ID)
     return directory
-
-
-@pytest.fixture
-def online(hub, tmp_path):
-    with use_loopback_hub(hub, cache_dir=tmp_path / "hf-cache") as cache_dir:
-        yield cache_dir
 
 
 def test_hub_round_trip(hub, pushed, pairs, pipes, tokenizer, online):

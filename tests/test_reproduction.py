@@ -7,8 +7,6 @@ and the same for rollout. The default-suite test is a short run that must alread
 
 import os
 
-os.environ["HF_HUB_OFFLINE"] = "1"
-os.environ["HF_DATASETS_OFFLINE"] = "1"
 
 import pytest
 import torch

@@ -3,8 +3,6 @@ T-JEPA folder (model + tokenizer + card) through the loopback Hub, and the T-JEP
 
 import os
 
-os.environ["HF_HUB_OFFLINE"] = "1"
-os.environ["HF_DATASETS_OFFLINE"] = "1"
 
 import json
 from pathlib import Path
@@ -325,12 +323,6 @@ HUB_METRICS = {  # a partial set: retrieval, irreducible variance, step metrics 
 
 
 @pytest.fixture(scope="module")
-def hub():
-    with LoopbackHub() as hub:
-        yield hub
-
-
-@pytest.fixture(scope="module")
 def pushed(hub, model, tokenizer, tmp_path_factory):
     directory = tmp_path_factory.mktemp("t-jepa-run")
     model.save_pretrained(directory)
@@ -345,12 +337,6 @@ def pushed(hub, model, tokenizer, tmp_path_factory):
         url = push_to_hub(directory, REPO_ID)
     assert url.endswith("/" + REPO_ID)
     return directory
-
-
-@pytest.fixture
-def online(hub, tmp_path):
-    with use_loopback_hub(hub, cache_dir=tmp_path / "hf-cache") as cache_dir:
-        yield cache_dir
 
 
 def test_pushed_files(hub, pushed):
