@@ -10,7 +10,9 @@ import site
 import subprocess
 import sys
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -136,6 +138,30 @@ def embedded_splits(embedded_dataset):
     from hf_jepa.data import MnistSplits
 
     return MnistSplits("embedded")
+
+
+@dataclass(frozen=True)
+class DigitSplits:
+    """`MnistSplits` for tests of headline results: the real MNIST when it is present, else the embedded digits (a
+    fresh clone, CI). `real` says which, so a test can pick the thresholds measured on that data."""
+
+    splits: Any
+    real: bool
+    data: str  # what a recipe's `data` argument names: the MNIST folder, or "embedded"
+
+    @property
+    def name(self) -> str:
+        return "real MNIST" if self.real else "embedded digits"
+
+
+@pytest.fixture(scope="session")
+def digits_splits() -> DigitSplits:
+    """Real MNIST (`mnist_dir()`) if present, else the embedded digits: never skips."""
+    from hf_jepa.data import MnistSplits
+
+    path = mnist_dir()
+    data = str(path) if path else "embedded"
+    return DigitSplits(MnistSplits(data), real=path is not None, data=data)
 
 
 # ------------------------------------------------------------------------------------------------ loopback Hub

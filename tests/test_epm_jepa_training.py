@@ -6,9 +6,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from accelerate.utils import set_seed
 
 from hf_jepa import EpmJepaConfig, EpmJepaModel
-from hf_jepa.recipes.epm_jepa import EpmJepaDataArguments, EpmJepaRecipe, set_trainable_parts
+from hf_jepa.metrics.world_model import evaluate_world_model
+from hf_jepa.recipes.epm_jepa import EpmJepaDataArguments, EpmJepaRecipe, build_eval_pixels, set_trainable_parts
 from hf_jepa.reproductions.epm_jepa import (
     format_results_table,
     preregistered_outcome,
@@ -33,13 +35,19 @@ def tiny_base(embedded_splits, tmp_path_factory):
     return output_dir, result
 
 
-def test_pretraining_saves_model_metrics_card_and_logs(tiny_base):
+def test_pretraining_saves_model_metrics_card_and_logs(tiny_base, embedded_splits):
     output_dir, result = tiny_base
     for name in ("model.safetensors", "config.json", "README.md", "eval_results.json", "diagnostics.jsonl"):
         assert (output_dir / name).is_file(), name
     metrics = json.loads((output_dir / "eval_results.json").read_text())
     assert metrics["stage"] == "pretrain" and metrics["track"] == "vanilla"
-    assert 0 < metrics["d_shift"] and 0 < metrics["d_shift_copy_last"]
+    # The saved model scores exactly what the run reported, on the same held-out sequences rebuilt here.
+    reloaded = EpmJepaModel.from_pretrained(output_dir)
+    pixels = build_eval_pixels(embedded_splits, EpmJepaDataArguments(data="embedded", eval_sequences=8,
+                                                                     sequence_length=6), reloaded.config.image_size)
+    shift, train = evaluate_world_model(reloaded, pixels["shift"]), evaluate_world_model(reloaded, pixels["train"])
+    assert (metrics["d_shift"], metrics["d_shift_copy_last"]) == (shift["normalized_error"], shift["copy_last_error"])
+    assert (metrics["d_train"], metrics["d_train_copy_last"]) == (train["normalized_error"], train["copy_last_error"])
     records = [json.loads(line) for line in (output_dir / "diagnostics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [2, 4, 6] and all("ema_target_drift" in r for r in records)
 
@@ -117,17 +125,39 @@ def test_quick_reproduction_writes_table_plot_and_runs(embedded_splits, tmp_path
     assert len({record["d_shift"] for record in starts.values()}) == 1
 
 
+def test_short_pretraining_beats_copying_the_last_latent(embedded_splits, tmp_path):
+    """150 steps of the tiny model on the embedded digits (~4 s). At initialisation the predictor is no better than
+    copying the last latent; trained, it is clearly better on held-out g = 0 sequences, and the shifted gravity it
+    never saw is predicted worse. Measured on the 2-core dev machine: untrained D_train 0.886 vs copy-last 0.886;
+    trained D_train 0.0727 vs copy-last 0.0941 (ratio 0.77), D_shift 0.1001 (1.38 x D_train)."""
+    data_args = EpmJepaDataArguments(data="embedded", eval_sequences=32, sequence_length=6, plot=False)
+    recipe = EpmJepaRecipe(EpmJepaConfig.tiny(track="vanilla"), data_args, splits=embedded_splits)
+    set_seed(0)  # what the trainer does before build_model: `untrained` is the run's starting point
+    before = recipe.evaluate(recipe.build_model())
+    assert before["d_train"] > 0.95 * before["d_train_copy_last"], before
+    result = _train(recipe, tmp_path, max_steps=150, per_device_batch_size=16, learning_rate=5e-3, logging_steps=50,
+                    save_model=False)
+    after = result.metrics
+    assert after["d_train"] < 0.88 * after["d_train_copy_last"], after
+    assert after["d_train"] < 0.25 * before["d_train"], (before, after)
+    assert after["d_shift"] > 1.15 * after["d_train"], after
+    losses = [record["loss"] for record in result.history]
+    assert losses[-1] < 0.7 * losses[0], losses
+
+
 @pytest.mark.slow
-def test_pretraining_learns_dynamics_and_the_gate_separates_the_shift(mnist_path, tmp_path):
-    """cpu_fast, 500 steps on real MNIST (~1 min): beats copying the last latent, the shift raises the error, and
-    the gate (calibrated on g = 0) fires on shifted batches more often than on unshifted ones."""
-    data_args = EpmJepaDataArguments(data=str(mnist_path), eval_sequences=128)
-    recipe = EpmJepaRecipe(EpmJepaConfig.cpu_fast(track="vanilla"), data_args)
+def test_pretraining_learns_dynamics_and_the_gate_separates_the_shift(digits_splits, tmp_path):
+    """cpu_fast, 500 steps on real MNIST, else on the embedded digits (~1 min): beats copying the last latent, the
+    shift raises the error, and the gate (calibrated on g = 0) fires on shifted batches more often than on unshifted
+    ones. The same thresholds hold on both; measured on the embedded digits: D_train 0.097 vs copy-last 0.234
+    (ratio 0.41), D_shift 0.198 (2.0 x D_train), gate fire rate 1.0 shifted vs 0.0 unshifted (67 s, 2 cores)."""
+    data_args = EpmJepaDataArguments(data=digits_splits.data, eval_sequences=128)
+    recipe = EpmJepaRecipe(EpmJepaConfig.cpu_fast(track="vanilla"), data_args, splits=digits_splits.splits)
     metrics = _train(recipe, tmp_path, max_steps=500, per_device_batch_size=32, warmup_steps=50,
                      mixed_precision="bf16", logging_steps=100).metrics
-    assert metrics["d_train"] < 0.6 * metrics["d_train_copy_last"]
-    assert metrics["d_shift"] > 1.3 * metrics["d_train"]
-    assert metrics["gate_fire_rate_shift"] > metrics["gate_fire_rate_train"]
+    assert metrics["d_train"] < 0.6 * metrics["d_train_copy_last"], (digits_splits.name, metrics)
+    assert metrics["d_shift"] > 1.3 * metrics["d_train"], (digits_splits.name, metrics)
+    assert metrics["gate_fire_rate_shift"] > metrics["gate_fire_rate_train"], (digits_splits.name, metrics)
 
 
 # ------------------------------------------------------------------------------------------------- two processes

@@ -101,8 +101,13 @@ def test_cli_trains_reasoner_then_mono_talker_and_the_pair_loads(tmp_path):
     assert main(["train", "jepa-mono-talker", "--set", *common, f"reasoner={reasoner_dir}",
                  "--output-dir", str(talker_dir)]) == 0
     talker_metrics = json.loads((talker_dir / "eval_results.json").read_text())
-    assert 0 <= talker_metrics["accuracy"] <= 1 and "accuracy_shuffled_chain" in talker_metrics
+    assert "accuracy_shuffled_chain" in talker_metrics
     pair = JepaReasonerWithTalker.from_pretrained(talker_dir / "pair")
+    # The saved pair, scored here on the same 8 eval examples (regenerated from the same seed), gets the reported
+    # accuracy exactly.
+    data = ReasoningData(JepaReasonerDataArguments(task="cfg", num_train_examples=64, num_eval_examples=8, plot=False))
+    answers = DecoupledSystem(pair.eval(), data).complete(data.eval["prompt_ids"], data.eval["prompt_mask"])
+    assert talker_metrics["accuracy"] == data.accuracy(data.eval_examples, answers), (talker_metrics, answers)
     reasoner = JepaReasonerModel.from_pretrained(reasoner_dir)
     for name, tensor in reasoner.state_dict().items():  # the pair holds the frozen reasoner, untouched
         assert torch.equal(pair.reasoner.state_dict()[name], tensor), name
@@ -136,8 +141,10 @@ def test_cfg_robustness_bookkeeping(cfg_data, tmp_path):
     for name, curves in results.items():
         assert set(curves["replacement"]) == {0.0, 0.3} and set(curves["noise"]) == {0.0, 1.0}
         assert curves["replacement"][0.0] == curves["noise"][0.0], name
-        assert all(0.0 <= v <= 1.0 for kind in curves.values() for v in kind.values())
     ev = data.eval
+    for name, system in systems.items():  # the clean condition is the plain accuracy of the clean completions
+        by_hand = data.accuracy(data.eval_examples, system.complete(ev["prompt_ids"], ev["prompt_mask"]))
+        assert results[name]["noise"][0.0] == by_hand, (name, results[name], by_hand)
     clean = systems["decoupled"].complete(ev["prompt_ids"], ev["prompt_mask"])
     noisy = systems["decoupled"].complete(ev["prompt_ids"], ev["prompt_mask"], latent_noise_std=1.0)
     assert clean != noisy
@@ -147,10 +154,34 @@ def test_cfg_robustness_bookkeeping(cfg_data, tmp_path):
         cfg_robustness(systems, tree)
 
 
-def test_coupled_recipe_reports_accuracy(cfg_data, tmp_path):
-    args, data = cfg_data
-    result = _train(CoupledRecipe(_small(CoupledTransformerConfig, data), args, data=data), tmp_path)
-    assert 0 <= result.metrics["accuracy"] <= 1 and result.metrics["eval_examples"] == len(data.eval_examples)
+def _root_then_target(prompt: str) -> str:
+    """A hand-written guess for tree search: the root (the only parent that is never a child), then the target.
+    Right exactly when the target is a child of the root."""
+    edges, target = prompt.split("?")
+    pairs = [edge.split() for edge in edges.split(",")]
+    children = {child for _, child in pairs}
+    root = next(parent for parent, _ in pairs if parent not in children)
+    return f"{root} {target.strip()}"
+
+
+def test_coupled_recipe_learns_tree_search_beyond_a_hand_written_guess(tree_data, tmp_path):
+    """1,000 steps (~10 s) of the coupled next-token baseline on 4-node trees. Measured on the 2-core dev machine:
+    untrained 0.0, "root then target" guess 0.565, trained 0.795 (0.69 after 400 steps, 0.74 after 600)."""
+    args, data = tree_data
+    recipe = CoupledRecipe(_small(CoupledTransformerConfig, data), args, data=data)
+    torch.manual_seed(0)
+    untrained = recipe.evaluate(CoupledTransformerLM(recipe.config).eval())["accuracy"]
+    guess = data.accuracy(data.eval_examples, [_root_then_target(e.prompt) for e in data.eval_examples])
+    result = _train(recipe, tmp_path, max_steps=1000, per_device_batch_size=32, learning_rate=2e-3, warmup_steps=10,
+                    logging_steps=250, max_grad_norm=1.0)
+    metrics = result.metrics
+    print(f"coupled tree search: untrained {untrained}, root-then-target guess {guess}, trained {metrics['accuracy']}")
+    assert metrics["eval_examples"] == len(data.eval_examples) == 200
+    assert untrained <= 0.05, untrained
+    assert 0.5 <= guess <= 0.65, guess  # the guess is right about as often as the target hangs off the root
+    assert metrics["accuracy"] >= guess + 0.1, (metrics, guess)
+    losses = [record["loss"] for record in result.history]
+    assert losses[-1] < 0.25 * losses[0], losses  # measured 0.85 -> 0.067
     card = (tmp_path / "README.md").read_text()
     assert "coupled" in card.lower() and (tmp_path / "tokenizer_config.json").is_file()
 

@@ -2,7 +2,8 @@
 
 The slow test (excluded from the default suite; `make test-slow`) trains the BRo-JEPA MFR row of `hf-jepa reproduce
 bro-jepa` with its default settings and checks the issue's target: >= 99.0% strict zero-shot mean over ops +-2..+-9,
-and the same for rollout. The default-suite test is a short run that must already generalise far above chance.
+and the same for rollout. The default-suite test is a short run that must already generalise far above chance; it runs on
+the embedded digits when the real MNIST is absent (a fresh clone), with thresholds measured on that data.
 """
 
 import os
@@ -22,9 +23,9 @@ from conftest import mnist_dir, _skip_reason
 needs_mnist = pytest.mark.skipif(mnist_dir() is None, reason=_skip_reason())
 
 
-def _train(tmp_path, max_steps, **config_overrides):
+def _train(tmp_path, max_steps, splits=None, **config_overrides):
     torch.set_num_threads(os.cpu_count() or 1)
-    splits = MnistSplits(str(mnist_dir()))
+    splits = splits or MnistSplits(str(mnist_dir()))
     recipe = BroJepaRecipe(BroJepaConfig.cpu_fast(**config_overrides), BroJepaDataArguments(plot=False), splits=splits)
     settings = {**TRAINING_DEFAULTS, "max_steps": max_steps}
     args = TrainingArguments(output_dir=str(tmp_path), save_model=False, disable_progress_bar=True, **settings)
@@ -40,12 +41,18 @@ def test_mfr_reaches_99_percent_zero_shot_on_mnist(tmp_path):
     assert min(metrics["accuracy_per_operation"].values()) >= 0.985, metrics
 
 
-@needs_mnist
-def test_short_mfr_run_generalises_zero_shot(tmp_path):
-    """300 steps (~45 s) on ops +-1 only: every unseen op is predicted far above chance (10%). Measured on this
-    machine with seed 0: 98.1% seen, 80.7% zero-shot mean (the full 1,500-step run reaches 99.2%)."""
-    metrics = _train(tmp_path, 300, rotation_frequencies="multi")
-    assert metrics["seen_accuracy"] >= 0.95, metrics
-    assert metrics["zero_shot_accuracy"] >= 0.70, metrics
+# Thresholds of the short run per data source: (seen, zero-shot mean, worst unseen op). Measured with seed 0:
+# real MNIST 98.1% seen, 80.7% zero-shot mean; embedded digits (359 test images) 99.0% seen, 98.8% zero-shot mean,
+# worst unseen op 97.8%.
+SHORT_RUN_THRESHOLDS = {True: (0.95, 0.70, 0.30), False: (0.95, 0.90, 0.85)}
+
+
+def test_short_mfr_run_generalises_zero_shot(digits_splits, tmp_path):
+    """300 steps (~45 s on real MNIST) on ops +-1 only: every unseen op is predicted far above chance (10%), on the
+    real MNIST when present, else on the embedded digits (the full 1,500-step MNIST run reaches 99.2%)."""
+    metrics = _train(tmp_path, 300, splits=digits_splits.splits, rotation_frequencies="multi")
+    seen, zero_shot, worst = SHORT_RUN_THRESHOLDS[digits_splits.real]
+    assert metrics["seen_accuracy"] >= seen, (digits_splits.name, metrics)
+    assert metrics["zero_shot_accuracy"] >= zero_shot, (digits_splits.name, metrics)
     unseen = {k: v for k, v in metrics["accuracy_per_operation"].items() if abs(k) > 1}
-    assert min(unseen.values()) >= 0.30, unseen
+    assert min(unseen.values()) >= worst, (digits_splits.name, unseen)
