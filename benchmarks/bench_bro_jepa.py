@@ -16,13 +16,13 @@ import random
 from pathlib import Path
 
 import torch
+from timing import matmul_peak, timed
 from torch.utils.flop_counter import FlopCounterMode
 
 import hf_jepa  # noqa: F401
 from hf_jepa.data import ModularArithmeticTask, images_to_tensor, load_mnist
 from hf_jepa.modeling.bro_jepa import BroJepaConfig, BroJepaModel
 from hf_jepa.trainers import build_optimizer
-from timing import matmul_peak, timed
 
 
 def reference_batch(split, labels_by_class, batch_size, rng):
@@ -62,7 +62,7 @@ def main():
     reference_s = timed(lambda: reference_batch(dataset["train"], labels_by_class, batch, rng), repeats=3, warmup=1)
     steps = iter(range(10**9))
     fast_s = timed(lambda: task.sample_batch(batch, step=next(steps)), repeats=50)
-    print("\n1. data path (samples/s, batch %d)" % batch)
+    print(f"\n1. data path (samples/s, batch {batch})")
     print(f"   per-sample datasets reference : {batch / reference_s:12,.0f}")
     print(f"   whole-batch tensor sampling   : {batch / fast_s:12,.0f}   ratio {reference_s / fast_s:,.0f}x")
 
@@ -99,8 +99,10 @@ def main():
     print(f"   FLOPs per training step: {step_flops / 1e9:.2f} GFLOP")
     for precision in ("fp32", "bf16"):
         achieved = step_flops / results[precision]
-        print(f"   {precision}: {achieved / 1e9:7.1f} GFLOP/s achieved vs {peaks[precision] / 1e9:7.1f} GFLOP/s "
-              f"matmul peak = {100 * achieved / peaks[precision]:.1f}% of peak")
+        print(
+            f"   {precision}: {achieved / 1e9:7.1f} GFLOP/s achieved vs {peaks[precision] / 1e9:7.1f} GFLOP/s "
+            f"matmul peak = {100 * achieved / peaks[precision]:.1f}% of peak"
+        )
 
 
 if __name__ == "__main__":

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from timing import timed
 
 import hf_jepa  # noqa: F401
 from hf_jepa.data import MnistSplits, MovingMnist
 from hf_jepa.modeling.epm_jepa import EpmJepaConfig, EpmJepaModel
 from hf_jepa.modeling.epm_jepa.modeling_epm_jepa import ADAPTER_NAME
 from hf_jepa.trainers import build_optimizer
-from timing import timed
 
 
 def dense_reference(model: EpmJepaModel, context: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
@@ -31,7 +31,9 @@ def dense_reference(model: EpmJepaModel, context: torch.Tensor, d: torch.Tensor)
     layers = model._lora_layers
     for index, layer in enumerate(layers):
         u, v_t = layer.lora_B[ADAPTER_NAME].weight, layer.lora_A[ADAPTER_NAME].weight
-        weights = layer.base_layer.weight + layer.scaling[ADAPTER_NAME] * torch.einsum("or,nr,ri->noi", u, d[:, index], v_t)
+        weights = layer.base_layer.weight + layer.scaling[ADAPTER_NAME] * torch.einsum(
+            "or,nr,ri->noi", u, d[:, index], v_t
+        )
         hidden = torch.bmm(weights, hidden[:, :, None])[:, :, 0] + layer.base_layer.bias
         if index < len(layers) - 1:
             hidden = F.gelu(hidden)
@@ -86,17 +88,24 @@ def bench_training(model_config: EpmJepaConfig, world: MovingMnist, batch: int, 
 def main():
     parser = argparse.ArgumentParser()
     default = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "mnist"
-    parser.add_argument("--data", default=os.environ.get("HF_JEPA_MNIST") or (str(default) if default.exists() else "embedded"))
+    parser.add_argument(
+        "--data", default=os.environ.get("HF_JEPA_MNIST") or (str(default) if default.exists() else "embedded")
+    )
     parser.add_argument("--repeats", type=int, default=10)
     args = parser.parse_args()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, data: {args.data}\n")
 
     print("1. Dynamic LoRA (forward + backward of the predictor, rows = sequences x predicted steps)")
-    for name, config, rows in (("cpu_fast", EpmJepaConfig.cpu_fast(), 160), ("full", EpmJepaConfig(), 160),
-                               ("full", EpmJepaConfig(), 1024)):
+    for name, config, rows in (
+        ("cpu_fast", EpmJepaConfig.cpu_fast(), 160),
+        ("full", EpmJepaConfig(), 160),
+        ("full", EpmJepaConfig(), 1024),
+    ):
         hooked, dense = bench_dynamic_lora(config, rows, args.repeats)
-        print(f"   {name:8s} {rows:5d} rows: peft LoRA + per-sample d {hooked:9.0f} rows/s | dense per-sample dW "
-              f"{dense:8.0f} rows/s | ratio {hooked / dense:5.1f}x")
+        print(
+            f"   {name:8s} {rows:5d} rows: peft LoRA + per-sample d {hooked:9.0f} rows/s | dense per-sample dW "
+            f"{dense:8.0f} rows/s | ratio {hooked / dense:5.1f}x"
+        )
 
     splits = MnistSplits(args.data)
     world = MovingMnist(images=splits.train_images, labels=splits.train_labels, sequence_length=8, gravity=(0.0, 0.5))
@@ -104,14 +113,18 @@ def main():
     assert per_sequence_reference(world, 2, 0).shape == world.sample_batch(2)["pixel_values"].shape
     fast = batch / timed(lambda: world.sample_batch(batch, step=1), args.repeats)
     slow = batch / timed(lambda: per_sequence_reference(world, batch, 1), max(2, args.repeats // 3))
-    print(f"\n2. Moving MNIST, {batch} sequences x 8 frames: vectorised {fast:8.0f} seq/s | per-sequence reference "
-          f"{slow:7.0f} seq/s | ratio {fast / slow:5.1f}x")
+    print(
+        f"\n2. Moving MNIST, {batch} sequences x 8 frames: vectorised {fast:8.0f} seq/s | per-sequence reference "
+        f"{slow:7.0f} seq/s | ratio {fast / slow:5.1f}x"
+    )
 
     config = EpmJepaConfig.cpu_fast(track="epm")
     fp32 = bench_training(config, world, 32, args.repeats, bf16=False)
     bf16 = bench_training(config, world, 32, args.repeats, bf16=True)
-    print(f"\n3. Training step, cpu_fast track C, 32 sequences x 8 frames: fp32 {fp32:7.0f} frames/s | bf16 autocast "
-          f"{bf16:7.0f} frames/s | ratio {bf16 / fp32:4.2f}x")
+    print(
+        f"\n3. Training step, cpu_fast track C, 32 sequences x 8 frames: fp32 {fp32:7.0f} frames/s | bf16 autocast "
+        f"{bf16:7.0f} frames/s | ratio {bf16 / fp32:4.2f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -11,13 +11,13 @@ Run: `make benchmark` or `python benchmarks/bench_t_jepa.py`.
 import argparse
 
 import torch
+from timing import matmul_peak, timed
 from torch.utils.flop_counter import FlopCounterMode
 
-from hf_jepa.modeling.t_jepa import TJepaConfig, TJepaModel
-from hf_jepa.trainers import build_optimizer
 from hf_jepa.data.text import TextData
+from hf_jepa.modeling.t_jepa import TJepaConfig, TJepaModel
 from hf_jepa.recipes.t_jepa import TJepaDataArguments, TJepaRecipe
-from timing import matmul_peak, timed
+from hf_jepa.trainers import build_optimizer
 
 
 def main():
@@ -44,8 +44,10 @@ def main():
         optimizer.zero_grad(set_to_none=True)
 
     seconds = {bf16: timed(lambda: step(bf16), args.repeats) for bf16 in (False, True)}
-    print(f"1. training step, cpu_fast T-JEPA, batch {args.batch_size} x {batch['input_ids'].shape[1]} "
-          f"({tokens} real tokens)")
+    print(
+        f"1. training step, cpu_fast T-JEPA, batch {args.batch_size} x {batch['input_ids'].shape[1]} "
+        f"({tokens} real tokens)"
+    )
     print(f"   fp32: {tokens / seconds[False]:9.0f} tokens/s")
     print(f"   bf16: {tokens / seconds[True]:9.0f} tokens/s   speed-up {seconds[False] / seconds[True]:.2f}x")
 
@@ -56,12 +58,16 @@ def main():
     print(f"\n2. compute efficiency: {flops / 1e9:.2f} GFLOP per step (forward + backward, counted)")
     for bf16, dtype in ((False, torch.float32), (True, torch.bfloat16)):
         achieved, peak = flops / seconds[bf16], matmul_peak(dtype)
-        print(f"   {'bf16' if bf16 else 'fp32'}: {achieved / 1e9:7.1f} GFLOP/s achieved vs {peak / 1e9:7.1f} GFLOP/s "
-              f"matmul peak = {100 * achieved / peak:.1f}% of peak")
+        print(
+            f"   {'bf16' if bf16 else 'fp32'}: {achieved / 1e9:7.1f} GFLOP/s achieved vs {peak / 1e9:7.1f} GFLOP/s "
+            f"matmul peak = {100 * achieved / peak:.1f}% of peak"
+        )
 
     collate = timed(lambda: recipe.train_batch(1, 0, args.batch_size), args.repeats)
-    print(f"\n3. span-masking collator: {1e3 * collate:.1f} ms per batch = {100 * collate / seconds[True]:.1f}% of a "
-          "bf16 training step")
+    print(
+        f"\n3. span-masking collator: {1e3 * collate:.1f} ms per batch = {100 * collate / seconds[True]:.1f}% of a "
+        "bf16 training step"
+    )
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ import importlib
 import os
 import sys
 
-
 __version__ = "0.1.0"
 
 _EXPORTS = {
@@ -18,9 +17,18 @@ _EXPORTS = {
     "hf_jepa.modeling.epm_jepa": ("EpmJepaConfig", "EpmJepaModel", "EpmJepaOutput"),
     "hf_jepa.modeling.i_jepa": ("IJepaConfig", "IJepaModel", "IJepaOutput"),
     "hf_jepa.modeling.jepa_reasoner": (
-        "CoconutConfig", "CoconutLM", "CoupledTransformerConfig", "CoupledTransformerLM", "DualTalkerConfig",
-        "DualTalkerModel", "JepaReasonerConfig", "JepaReasonerModel", "JepaReasonerWithTalker",
-        "JepaReasonerWithTalkerConfig", "MonoTalkerConfig", "MonoTalkerModel",
+        "CoconutConfig",
+        "CoconutLM",
+        "CoupledTransformerConfig",
+        "CoupledTransformerLM",
+        "DualTalkerConfig",
+        "DualTalkerModel",
+        "JepaReasonerConfig",
+        "JepaReasonerModel",
+        "JepaReasonerWithTalker",
+        "JepaReasonerWithTalkerConfig",
+        "MonoTalkerConfig",
+        "MonoTalkerModel",
     ),
     "hf_jepa.modeling.t_jepa": ("TJepaConfig", "TJepaModel", "TJepaOutput"),
 }
@@ -48,8 +56,12 @@ def register_auto_classes() -> None:
     from .modeling.jepa_reasoner import JepaReasonerConfig  # noqa: F401  (the family registers its five model types)
     from .modeling.t_jepa import TJepaConfig, TJepaModel
 
-    for config_class, model_class in ((BroJepaConfig, BroJepaModel), (EpmJepaConfig, EpmJepaModel),
-                                      (IJepaConfig, IJepaModel), (TJepaConfig, TJepaModel)):
+    for config_class, model_class in (
+        (BroJepaConfig, BroJepaModel),
+        (EpmJepaConfig, EpmJepaModel),
+        (IJepaConfig, IJepaModel),
+        (TJepaConfig, TJepaModel),
+    ):
         AutoConfig.register(config_class.model_type, config_class, exist_ok=True)
         AutoModel.register(config_class, model_class, exist_ok=True)
         # trust_remote_code export: `save_pretrained` / `push_to_hub` copy the self-contained modeling folder's files

@@ -20,23 +20,21 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib
 import inspect
 import json
 import logging
 import math
 import sys
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
-
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .recipes.family import Family
 
 
 from . import __version__
-
 
 logger = logging.getLogger("hf_jepa.cli")
 
@@ -189,8 +187,9 @@ def build_train_setup(family_name: str, settings: Mapping[str, Any]) -> TrainSet
     return TrainSetup(family, preset_name, config, training_args, data_args, routed)
 
 
-def _unknown_key_message(key: str, targets: Mapping[str, Mapping[str, Any]], family: Family,
-                         only: str | None = None) -> str:
+def _unknown_key_message(
+    key: str, targets: Mapping[str, Mapping[str, Any]], family: Family, only: str | None = None
+) -> str:
     from .recipes.family import PRESETS
 
     labels = {"model": "model config", "train": "training", "data": "data"}
@@ -272,7 +271,9 @@ def cmd_train(args: argparse.Namespace) -> int:
         settings.update(_read_yaml(args.config))
     settings.update(parse_overrides(args.overrides or []))
     if args.output_dir:
-        settings = {k: v for k, v in settings.items() if k not in ("output_dir", "train.output_dir", "training.output_dir")}
+        settings = {
+            k: v for k, v in settings.items() if k not in ("output_dir", "train.output_dir", "training.output_dir")
+        }
         settings["output_dir"] = args.output_dir
     if not any(k in settings for k in ("output_dir", "train.output_dir", "training.output_dir")):
         raise CliError("--output-dir is required (or an output_dir setting)")
@@ -296,8 +297,9 @@ def _family_of_model_type(model_type: str) -> Family:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    import hf_jepa  # noqa: F401  (registers the configs and models with the Auto classes)
     from transformers import AutoModel
+
+    import hf_jepa  # noqa: F401  (registers the configs and models with the Auto classes)
 
     from .settings import dataclass_defaults
 
@@ -357,8 +359,9 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 def cmd_push(args: argparse.Namespace) -> int:
     from .hub import push_to_hub
 
-    url = push_to_hub(args.model_dir, args.repo_id, token=args.token, private=args.private,
-                      commit_message=args.commit_message)
+    url = push_to_hub(
+        args.model_dir, args.repo_id, token=args.token, private=args.private, commit_message=args.commit_message
+    )
     print(url)
     return 0
 
@@ -381,38 +384,74 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="{train,eval,reproduce,push}")
 
-    train = sub.add_parser("train", help="train a model", description=(
-        "Train a family's model. Settings come from --config (YAML, flat or with model:/train:/data: sections) and "
-        "--set key=value (YAML values); each key goes to the model config, the training arguments or the data "
-        "arguments, by name. `preset` (tiny | cpu_fast | full) picks the base model config."))
-    train.add_argument("family", choices=family_names, metavar="FAMILY",
-                       help="one of: %(choices)s")
+    train = sub.add_parser(
+        "train",
+        help="train a model",
+        description=(
+            "Train a family's model. Settings come from --config (YAML, flat or with model:/train:/data: sections) and "
+            "--set key=value (YAML values); each key goes to the model config, the training arguments or the data "
+            "arguments, by name. `preset` (tiny | cpu_fast | full) picks the base model config."
+        ),
+    )
+    train.add_argument("family", choices=family_names, metavar="FAMILY", help="one of: %(choices)s")
     train.add_argument("--config", help="YAML file of settings")
-    train.add_argument("--set", dest="overrides", nargs="+", action="extend", metavar="KEY=VALUE", default=[],
-                       help="override settings, e.g. --set preset=tiny max_steps=100 latent_dim=32")
+    train.add_argument(
+        "--set",
+        dest="overrides",
+        nargs="+",
+        action="extend",
+        metavar="KEY=VALUE",
+        default=[],
+        help="override settings, e.g. --set preset=tiny max_steps=100 latent_dim=32",
+    )
     train.add_argument("--output-dir", help="where the model, metrics and card are written")
     train.set_defaults(handler=cmd_train)
 
     evaluate = sub.add_parser("eval", help="evaluate a saved model on the test split")
     evaluate.add_argument("model_dir")
-    evaluate.add_argument("--data", help="data source: a local folder, 'hub' or 'embedded' (default: $HF_JEPA_MNIST, else the Hub, "
-                          "else the embedded digits)")
-    evaluate.add_argument("--set", dest="overrides", nargs="+", action="extend", metavar="KEY=VALUE", default=[],
-                          help="data settings of the model's family, e.g. --set eval_images=500")
+    evaluate.add_argument(
+        "--data",
+        help="data source: a local folder, 'hub' or 'embedded' (default: $HF_JEPA_MNIST, else the Hub, "
+        "else the embedded digits)",
+    )
+    evaluate.add_argument(
+        "--set",
+        dest="overrides",
+        nargs="+",
+        action="extend",
+        metavar="KEY=VALUE",
+        default=[],
+        help="data settings of the model's family, e.g. --set eval_images=500",
+    )
     evaluate.add_argument("--output-dir", help="also write figures (latent PCA) here")
     evaluate.add_argument("--json", action="store_true", help="print the metrics as JSON")
     evaluate.set_defaults(handler=cmd_eval)
 
     reproduce = sub.add_parser("reproduce", help="rerun a paper's experiments and print the results table")
-    reproduce.add_argument("family", choices=family_names, metavar="FAMILY",
-                           help="a family with a reproduction (bro-jepa, epm-jepa, t-jepa, jepa-reasoner)")
+    reproduce.add_argument(
+        "family",
+        choices=family_names,
+        metavar="FAMILY",
+        help="a family with a reproduction (bro-jepa, epm-jepa, t-jepa, jepa-reasoner)",
+    )
     reproduce.add_argument("--data", help="data source: a local folder, 'hub' or 'embedded'")
     reproduce.add_argument("--output-dir", help="where each run is saved")
     reproduce.add_argument("--quick", action="store_true", help="short runs (smoke test of the whole table)")
-    reproduce.add_argument("--variant", action="append", metavar="NAME",
-                           help="rerun only this row (repeatable); the other rows of the saved table are kept")
-    reproduce.add_argument("--set", dest="overrides", nargs="+", action="extend", metavar="KEY=VALUE", default=[],
-                           help="options of the family's reproduction, e.g. --set preset=full seeds=[0,1,2,3,4]")
+    reproduce.add_argument(
+        "--variant",
+        action="append",
+        metavar="NAME",
+        help="rerun only this row (repeatable); the other rows of the saved table are kept",
+    )
+    reproduce.add_argument(
+        "--set",
+        dest="overrides",
+        nargs="+",
+        action="extend",
+        metavar="KEY=VALUE",
+        default=[],
+        help="options of the family's reproduction, e.g. --set preset=full seeds=[0,1,2,3,4]",
+    )
     reproduce.set_defaults(handler=cmd_reproduce)
 
     push = sub.add_parser("push", help="upload a saved model folder to the Hugging Face Hub")
@@ -428,8 +467,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     handler: Callable[[argparse.Namespace], int] = args.handler
     from . import register_auto_classes
 

@@ -34,7 +34,9 @@ def main(argv=None) -> int:
     for label, result in zip(labels.tolist(), results):
         expected = (label + operation) % model.config.modulus
         mark = "ok" if result["digit"] == expected else "WRONG"
-        print(f"    {label} + {operation} -> {result['digit']} (score {result['score']:.3f}, expected {expected}) {mark}")
+        print(
+            f"    {label} + {operation} -> {result['digit']} (score {result['score']:.3f}, expected {expected}) {mark}"
+        )
     return 0
 
 

@@ -20,7 +20,9 @@ def config_fields(config_class) -> dict[str, Any]:
     `PretrainedConfig`'s generic fields (`dtype`, `id2label`, ...) are left out."""
     from transformers import PretrainedConfig
 
-    base = {f.name for f in dataclasses.fields(PretrainedConfig)} if dataclasses.is_dataclass(PretrainedConfig) else set()
+    base = (
+        {f.name for f in dataclasses.fields(PretrainedConfig)} if dataclasses.is_dataclass(PretrainedConfig) else set()
+    )
     if issubclass(config_class, PretrainedConfig):
         base |= set(inspect.signature(PretrainedConfig.__init__).parameters)
     out: dict[str, Any] = {}

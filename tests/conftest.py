@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 import torch
 
-
 # One intra-op thread unless told otherwise: the 2-core machine is shared, and oversubscribed OpenMP threads are far
 # slower than one thread each.
 if "OMP_NUM_THREADS" not in os.environ:
@@ -110,8 +109,12 @@ def _decoded(dataset_dict) -> dict:
 
     train_images, train_labels = images_to_tensor(dataset_dict["train"])
     test_images, test_labels = images_to_tensor(dataset_dict["test"])
-    return {"train_images": train_images, "train_labels": train_labels,
-            "test_images": test_images, "test_labels": test_labels}
+    return {
+        "train_images": train_images,
+        "train_labels": train_labels,
+        "test_images": test_images,
+        "test_labels": test_labels,
+    }
 
 
 @pytest.fixture(scope="session")

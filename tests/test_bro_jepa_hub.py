@@ -1,6 +1,5 @@
 """BRo-JEPA through the (loopback) Hub: push_to_hub, from_pretrained("org/name"), pipeline, remote code."""
 
-
 import json
 
 import numpy as np
@@ -10,8 +9,7 @@ from conftest import run_without_hf_jepa
 from transformers import AutoImageProcessor, AutoModel, pipeline
 
 from hf_jepa import BroJepaConfig, BroJepaImageProcessor, BroJepaModel
-from hf_jepa.testing.hub_server import LoopbackHub, use_loopback_hub
-
+from hf_jepa.testing.hub_server import use_loopback_hub
 
 REPO_ID = "org/bro-tiny"
 

@@ -1,4 +1,3 @@
-
 import math
 
 import pytest
@@ -327,7 +326,11 @@ def test_config_validation_names_the_field(overrides, field):
 def test_config_defaults_and_round_trip():
     config = BroJepaConfig()
     assert (config.encoder_type, config.latent_dim, config.modulus) == ("resnet18", 128, 10)
-    assert (config.predictor_type, config.rotation_frequencies, config.learnable_angle) == ("block_rotation", "multi", False)
+    assert (config.predictor_type, config.rotation_frequencies, config.learnable_angle) == (
+        "block_rotation",
+        "multi",
+        False,
+    )
     assert config.initial_angle == pytest.approx(2 * math.pi / 10)
     assert (config.invariance_weight, config.variance_weight, config.covariance_weight) == (25.0, 25.0, 1.0)
     again = BroJepaConfig.from_dict(BroJepaConfig.tiny(modulus=7).to_dict())

@@ -1,9 +1,7 @@
 """The `modular-arithmetic` pipeline: from a model object, a local directory, batched, bad inputs, remote code."""
 
-import os
-
-
 import json
+import os
 import shutil
 
 import numpy as np
@@ -15,7 +13,6 @@ from transformers import pipeline
 
 from hf_jepa import BroJepaConfig, BroJepaImageProcessor, BroJepaModel
 from hf_jepa.pipelines import ModularArithmeticPipeline
-
 
 TASK = "modular-arithmetic"
 OUTPUT_KEYS = {"digit", "score", "operation", "source_digit", "source_score", "latent"}

@@ -1,9 +1,7 @@
 """BroJepaModel save -> load: bit-exact round trips, frozen EMA target, strict loading, trust_remote_code export."""
 
-import os
-
-
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -12,7 +10,6 @@ from conftest import run_without_hf_jepa
 from transformers import AutoConfig, AutoImageProcessor, AutoModel
 
 from hf_jepa import BroJepaConfig, BroJepaImageProcessor, BroJepaModel
-
 
 VARIANTS = {
     "jepa": {},

@@ -1,10 +1,8 @@
 """Model cards (hf_jepa.cards), the `hf-jepa` command line (hf_jepa.cli) and pushing to a loopback Hub."""
 
+import json
 import subprocess
 import sys
-
-
-import json
 from pathlib import Path
 
 import pytest
@@ -12,16 +10,15 @@ import yaml
 from huggingface_hub import ModelCard
 
 from hf_jepa import hub as hf_hub_module
-from hf_jepa.cli import build_parser, build_train_setup, families, main, parse_overrides
-from hf_jepa.recipes import PRESETS
 from hf_jepa.cards.bro_jepa import render_card as render_bro_jepa_card
 from hf_jepa.cards.common import MODEL_ID_PLACEHOLDER, template_text
+from hf_jepa.cli import build_parser, build_train_setup, families, main, parse_overrides
 from hf_jepa.hub import push_to_hub
 from hf_jepa.modeling.bro_jepa import BroJepaConfig
-from hf_jepa.testing.hub_server import LoopbackHub, use_loopback_hub
+from hf_jepa.recipes import PRESETS
 from hf_jepa.recipes.bro_jepa import BroJepaDataArguments
+from hf_jepa.testing.hub_server import LoopbackHub, use_loopback_hub
 from hf_jepa.trainers.trainer import TrainingArguments
-
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 OPS = [k for k in range(-9, 10) if k != 0]
@@ -65,8 +62,9 @@ def test_template_is_found():
 
 def test_card_metadata_round_trip():
     metrics = _metrics()
-    card = render_bro_jepa_card(BroJepaConfig.cpu_fast(), metrics, TrainingArguments(max_steps=1500),
-                                BroJepaDataArguments())
+    card = render_bro_jepa_card(
+        BroJepaConfig.cpu_fast(), metrics, TrainingArguments(max_steps=1500), BroJepaDataArguments()
+    )
     meta = _front_matter(card)
     assert meta["library_name"] == "hf-jepa"  # no auto_map: loading needs `import hf_jepa`
     assert {"jepa", "bro-jepa", "modular-arithmetic", "self-supervised", "mnist"} <= set(meta["tags"])
@@ -79,8 +77,11 @@ def test_card_metadata_round_trip():
     assert result["task"]["type"] == "modular-arithmetic"
     assert result["dataset"] == {"name": "MNIST", "type": "ylecun/mnist", "split": "test"}
     values = {m["config"]: m["value"] for m in result["metrics"]}
-    assert values == {"zero_shot": metrics["zero_shot_accuracy"], "seen_operations": metrics["seen_accuracy"],
-                      "rollout": metrics["rollout_accuracy"]}
+    assert values == {
+        "zero_shot": metrics["zero_shot_accuracy"],
+        "seen_operations": metrics["seen_accuracy"],
+        "rollout": metrics["rollout_accuracy"],
+    }
 
     # huggingface_hub parses it back into the same EvalResults
     parsed = ModelCard(str(card)).data
@@ -89,8 +90,9 @@ def test_card_metadata_round_trip():
 
 
 def test_card_body_tables_and_figure():
-    card = render_bro_jepa_card(BroJepaConfig.cpu_fast(), _metrics(), TrainingArguments(max_steps=1500),
-                                BroJepaDataArguments())
+    card = render_bro_jepa_card(
+        BroJepaConfig.cpu_fast(), _metrics(), TrainingArguments(max_steps=1500), BroJepaDataArguments()
+    )
     text = card.text
     assert "# BRo-JEPA (MFR block-rotation predictor, CNN encoder)" in text
     assert "| Zero-shot accuracy, mean over 16 unseen ops (±2…±9) | 97.34% |" in text
@@ -147,17 +149,23 @@ def test_set_keys_are_routed():
     assert setup.config.latent_dim == 32 and setup.config.encoder_type == "cnn"  # default preset: cpu_fast
     assert setup.training_args.learning_rate == 0.01 and setup.training_args.output_dir == "out"
     assert setup.data_args.max_shift == 2
-    assert setup.routed == {"latent_dim": "model", "learning_rate": "train", "max_shift": "data",
-                            "output_dir": "train"}
+    assert setup.routed == {"latent_dim": "model", "learning_rate": "train", "max_shift": "data", "output_dir": "train"}
 
-    setup = build_train_setup("bro-jepa", parse_overrides(
-        ["preset=full", "learning_rate=1e-3", "cnn_channels=[4, 8]", "model.modulus=7", "data.data=embedded"]))
+    setup = build_train_setup(
+        "bro-jepa",
+        parse_overrides(
+            ["preset=full", "learning_rate=1e-3", "cnn_channels=[4, 8]", "model.modulus=7", "data.data=embedded"]
+        ),
+    )
     assert setup.config.encoder_type == "resnet18" and setup.config.cnn_channels == [4, 8]
     assert setup.config.modulus == 7 and setup.data_args.data == "embedded"
     assert isinstance(setup.training_args.learning_rate, float) and setup.training_args.learning_rate == 1e-3
     # YAML 1.2 booleans: `no` stays a string (mixed precision off), `true`/`false` are booleans.
     assert parse_overrides(["mixed_precision=no", "plot=false", "disable_progress_bar=True"]) == {
-        "mixed_precision": "no", "plot": False, "disable_progress_bar": True}
+        "mixed_precision": "no",
+        "plot": False,
+        "disable_progress_bar": True,
+    }
 
 
 def test_unknown_key_and_bad_values_error(capsys, tmp_path):
@@ -190,8 +198,22 @@ def test_yaml_config_sections_and_set_precedence(tmp_path):
 def test_reproduce_runs_the_family_reproduction_or_explains(capsys, tmp_path):
     # One real row of the BRo-JEPA table (20 steps on the embedded digits): the CLI prints the reproduction's table and
     # the reproduction writes it beside its JSON rows.
-    assert main(["reproduce", "bro-jepa", "--data", "embedded", "--output-dir", str(tmp_path), "--quick",
-                 "--variant", "Supervised MLP"]) == 0
+    assert (
+        main(
+            [
+                "reproduce",
+                "bro-jepa",
+                "--data",
+                "embedded",
+                "--output-dir",
+                str(tmp_path),
+                "--quick",
+                "--variant",
+                "Supervised MLP",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "| Supervised MLP |" in out and out.strip() == (tmp_path / "results.md").read_text().strip()
     assert [row["variant"] for row in json.loads((tmp_path / "results.json").read_text())["rows"]] == ["Supervised MLP"]
@@ -204,8 +226,17 @@ def test_reproduce_runs_the_family_reproduction_or_explains(capsys, tmp_path):
 
 def test_registry_entries_resolve():
     registry = families()
-    assert {"bro-jepa", "epm-jepa", "t-jepa", "i-jepa", "jepa-reasoner", "jepa-mono-talker", "jepa-dual-talker",
-            "coupled-lm", "coconut"} <= set(registry)
+    assert {
+        "bro-jepa",
+        "epm-jepa",
+        "t-jepa",
+        "i-jepa",
+        "jepa-reasoner",
+        "jepa-mono-talker",
+        "jepa-dual-talker",
+        "coupled-lm",
+        "coconut",
+    } <= set(registry)
     for family in registry.values():
         for preset in PRESETS:  # every config class offers the three presets, each taking overrides
             assert isinstance(family.make_config(preset), family.config_class)
@@ -218,12 +249,24 @@ def test_registry_entries_resolve():
 @pytest.fixture(scope="module")
 def trained_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("bro-jepa-run")
-    code = main([
-        "train", "bro-jepa",
-        "--set", "preset=tiny", "max_steps=3", "per_device_batch_size=16", "data=embedded", "warmup_steps=1",
-        "logging_steps=1", "disable_progress_bar=true", "prototype_images=500", "seed=1",
-        "--output-dir", str(out),
-    ])
+    code = main(
+        [
+            "train",
+            "bro-jepa",
+            "--set",
+            "preset=tiny",
+            "max_steps=3",
+            "per_device_batch_size=16",
+            "data=embedded",
+            "warmup_steps=1",
+            "logging_steps=1",
+            "disable_progress_bar=true",
+            "prototype_images=500",
+            "seed=1",
+            "--output-dir",
+            str(out),
+        ]
+    )
     assert code == 0
     return out
 
@@ -289,10 +332,12 @@ def test_push_refuses_non_model_folder(tmp_path):
 
 def test_help_answers_without_importing_torch():
     # The console script's process: `hf-jepa --help` must not pay for torch/transformers (about 3 s here).
-    code = ("import sys, time; sys.argv = ['hf-jepa', '--help']; start = time.perf_counter()\n"
-            "from hf_jepa.cli import main\n"
-            "try:\n    main(['--help'])\nexcept SystemExit as exit:\n    assert exit.code == 0\n"
-            "print('torch' in sys.modules, 'transformers' in sys.modules, time.perf_counter() - start)")
+    code = (
+        "import sys, time; sys.argv = ['hf-jepa', '--help']; start = time.perf_counter()\n"
+        "from hf_jepa.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit as exit:\n    assert exit.code == 0\n"
+        "print('torch' in sys.modules, 'transformers' in sys.modules, time.perf_counter() - start)"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     torch_loaded, transformers_loaded, seconds = result.stdout.split()[-3:]

@@ -1,8 +1,7 @@
-import os
-
 import json
 import logging
 import math
+import os
 
 import pytest
 import torch
@@ -106,7 +105,8 @@ def test_mi_proxy_two_by_two_by_hand():
     assert details["log_n"] == pytest.approx(math.log(2))
     # unnormalised: the dot products are used as they are; p row 2 . t = [1, 1]
     assert mi_proxy(2 * p, t, temperature=1.0, normalize=False) == pytest.approx(
-        math.log(2) - (math.log(1 + math.exp(-2)) + math.log(2)) / 2, abs=1e-12)
+        math.log(2) - (math.log(1 + math.exp(-2)) + math.log(2)) / 2, abs=1e-12
+    )
 
 
 def test_mi_proxy_identical_pairs_reach_log_n_independent_pairs_zero():
@@ -288,8 +288,9 @@ def test_collapse_diagnostics_compute():
     assert metrics["effective_rank"] > 25 and abs(metrics["cosine_mean"]) < 0.05
     assert metrics["embedding_std_ratio"] == pytest.approx(metrics["embedding_std"] * math.sqrt(32))
     # (B, L, D) token latents are flattened; explicit embeddings are used for rank, cosine and std
-    tokens = CollapseDiagnostics().compute(predictions.view(8, 16, 32), targets.view(8, 16, 32),
-                                           embeddings=collapsed_batch(d=16))
+    tokens = CollapseDiagnostics().compute(
+        predictions.view(8, 16, 32), targets.view(8, 16, 32), embeddings=collapsed_batch(d=16)
+    )
     assert tokens["mi_proxy"] == pytest.approx(metrics["mi_proxy"], rel=1e-6)
     assert tokens["effective_rank"] == pytest.approx(1.0, abs=0.01) and tokens["cosine_mean"] > 0.99
     with pytest.raises(ValueError, match="differ in shape"):
@@ -350,10 +351,22 @@ def synthetic_run(mi_saturates_at=800, parting_step=1500, collapse_at=2000, risi
         else:
             val_rank = max(1.57, 20.0 - (step - collapse_at) * 0.1)
             train_rank = 22.0 + (step - collapse_at) * 0.02
-        records.append({"step": step, "loss": train_loss, "val/loss": val_loss, "train/mi_proxy": mi,
-                        "val/mi_proxy": mi - 0.02, "train/effective_rank": train_rank, "val/effective_rank": val_rank,
-                        "train/cosine_mean": 0.1, "train/cosine_variance": 0.01, "val/cosine_mean": 0.2,
-                        "val/cosine_variance": 0.02, "val/irreducible_variance": 4.0 if val_rank > 2 else 0.5})
+        records.append(
+            {
+                "step": step,
+                "loss": train_loss,
+                "val/loss": val_loss,
+                "train/mi_proxy": mi,
+                "val/mi_proxy": mi - 0.02,
+                "train/effective_rank": train_rank,
+                "val/effective_rank": val_rank,
+                "train/cosine_mean": 0.1,
+                "train/cosine_variance": 0.01,
+                "val/cosine_mean": 0.2,
+                "val/cosine_variance": 0.02,
+                "val/irreducible_variance": 4.0 if val_rank > 2 else 0.5,
+            }
+        )
     return records
 
 
@@ -371,7 +384,8 @@ def test_failure_signature_order_on_synthetic_records():
     assert early["rank_collapse_step"] < early["divergence_step"] and early["order_matches_paper"] is False
     # an I-JEPA-like run: MI keeps rising, no parting, no collapse
     healthy = DiagnosticsHistory.from_records(
-        synthetic_run(parting_step=None, collapse_at=None, rising_mi=True)).failure_signature()
+        synthetic_run(parting_step=None, collapse_at=None, rising_mi=True)
+    ).failure_signature()
     assert healthy["mi_saturation_step"] is None and healthy["divergence_step"] is None
     assert healthy["rank_collapse_step"] is None and healthy["order_matches_paper"] is None
     assert healthy["mi_below_paper_ceiling"] is False

@@ -1,4 +1,3 @@
-
 import logging
 
 import numpy as np
@@ -17,7 +16,6 @@ from hf_jepa.data import (
     random_shift,
     unseen_operations,
 )
-
 
 MNIST_LOGGER = "hf_jepa.data.mnist"
 
@@ -64,7 +62,9 @@ def test_load_shared_parquet_dir(mnist_path, mnist_dataset, caplog):
     # The source is logged (loading the parquet folder again is cheap: the arrow cache is reused).
     with caplog.at_level(logging.INFO, logger=MNIST_LOGGER):
         again = load_mnist(mnist_path)
-    assert any("Loaded MNIST from local" in r.getMessage() and str(mnist_path) in r.getMessage() for r in caplog.records)
+    assert any(
+        "Loaded MNIST from local" in r.getMessage() and str(mnist_path) in r.getMessage() for r in caplog.records
+    )
     assert again["train"].info.description == f"local {mnist_path}"
 
 
@@ -118,7 +118,10 @@ def test_offline_falls_back_to_embedded_digits(monkeypatch, caplog):
     assert "embedded" in description and "offline fallback" in description
     assert any("embedded" in r.getMessage() for r in caplog.records)
     assert set(dataset) == {"train", "test"}
-    assert (dataset["train"].num_rows, dataset["test"].num_rows) == (1438, 359)  # scikit-learn's 1,797 digits, 20% per class
+    assert (dataset["train"].num_rows, dataset["test"].num_rows) == (
+        1438,
+        359,
+    )  # scikit-learn's 1,797 digits, 20% per class
     for split in ("train", "test"):
         images, labels = images_to_tensor(dataset[split])
         assert images.dtype == torch.uint8 and images.shape[1:] == (28, 28)

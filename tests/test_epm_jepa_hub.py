@@ -1,7 +1,6 @@
 """EPM-JEPA model cards (hf_jepa.cards.epm_jepa.render_card) and sharing a saved track-C model through the (loopback)
 Hub: push_to_hub, snapshot_download, AutoModel.from_pretrained("org/name"), the experience adapter, the pipeline."""
 
-
 import json
 from pathlib import Path
 
@@ -19,12 +18,11 @@ from hf_jepa.cards.epm_jepa import CARD_TAGS as EPM_JEPA_CARD_TAGS
 from hf_jepa.cards.epm_jepa import render_card as render_epm_jepa_card
 from hf_jepa.cards.epm_jepa import result_rows as epm_jepa_result_rows
 from hf_jepa.hub import push_to_hub
-from hf_jepa.testing.hub_server import LoopbackHub, use_loopback_hub
 from hf_jepa.recipes.epm_jepa import EpmJepaDataArguments
 from hf_jepa.reproductions.epm_jepa import format_results_table
 from hf_jepa.reproductions.result import ReproductionResult
+from hf_jepa.testing.hub_server import use_loopback_hub
 from hf_jepa.trainers.trainer import TrainingArguments
-
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 REPO_ID = "org/epm-tiny"
@@ -64,10 +62,19 @@ def _summary(quick: bool = False) -> dict:
         "ei": {"d_shift_mean": 0.8222, "d_shift_std": 0.0102, "seeds": 2, "d_shift_per_seed": [0.812, 0.8324]},
         "epm": {"d_shift_mean": 0.7933, "d_shift_std": 0.0103, "seeds": 2, "d_shift_per_seed": [0.783, 0.8036]},
     }
-    return {"tracks": tracks, "delta_c_vs_b_percent": 3.51, "outcome": "C (null: abs(delta) < 5%)",
-            "delta_c_vs_a_percent": 2.19, "delta_b_vs_a_percent": -1.37, "experience_steps": 50,
-            "pretrain_steps": 600, "seeds": [0, 1], "preset": "cpu_fast", "data_source": "Hub ylecun/mnist",
-            "quick": quick}
+    return {
+        "tracks": tracks,
+        "delta_c_vs_b_percent": 3.51,
+        "outcome": "C (null: abs(delta) < 5%)",
+        "delta_c_vs_a_percent": 2.19,
+        "delta_b_vs_a_percent": -1.37,
+        "experience_steps": 50,
+        "pretrain_steps": 600,
+        "seeds": [0, 1],
+        "preset": "cpu_fast",
+        "data_source": "Hub ylecun/mnist",
+        "quick": quick,
+    }
 
 
 def _reproduction(quick: bool = False) -> ReproductionResult:
@@ -98,8 +105,12 @@ def test_template_is_found():
 
 def test_card_metadata_round_trip():
     metrics = _metrics()
-    card = render_epm_jepa_card(EpmJepaConfig.cpu_fast(track="epm"), metrics, TrainingArguments(max_steps=50),
-                                EpmJepaDataArguments(stage="adapt", init_from="runs/base"))
+    card = render_epm_jepa_card(
+        EpmJepaConfig.cpu_fast(track="epm"),
+        metrics,
+        TrainingArguments(max_steps=50),
+        EpmJepaDataArguments(stage="adapt", init_from="runs/base"),
+    )
     meta = _front_matter(card)
     assert meta["library_name"] == "hf-jepa"  # a fresh config has no auto_map: loading needs `import hf_jepa`
     assert set(EPM_JEPA_CARD_TAGS) <= set(meta["tags"]) and "hf-jepa" in meta["tags"]
@@ -121,8 +132,12 @@ def test_card_metadata_round_trip():
 
 
 def test_card_body_shows_measured_numbers():
-    card = render_epm_jepa_card(EpmJepaConfig.cpu_fast(track="epm"), _metrics(), TrainingArguments(max_steps=50),
-                                EpmJepaDataArguments(stage="adapt", init_from="runs/base"))
+    card = render_epm_jepa_card(
+        EpmJepaConfig.cpu_fast(track="epm"),
+        _metrics(),
+        TrainingArguments(max_steps=50),
+        EpmJepaDataArguments(stage="adapt", init_from="runs/base"),
+    )
     text = card.text
     assert "# EPM-JEPA world model (track C: EPM-JEPA (dynamic LoRA))" in text
     for row in (
@@ -174,9 +189,20 @@ def test_card_omits_metrics_that_were_not_given():
     assert meta["model-index"][0]["name"] == "epm-jepa-vanilla-base"
     text = card.text
     assert "| D_shift: normalised error on held-out shifted sequences (g > 0) | 0.9100 |" in text
-    for absent in ("copying the last latent (baseline) |", "D on the training distribution (g = 0) |", "firing rate,",
-                   "sigma_embed of the predicted", "Experience buffer occupancy", "Training time", "| Device |", "![](",
-                   "Three-track reproduction", "experience_adapter/", "warm_experience", "for copying the last latent"):
+    for absent in (
+        "copying the last latent (baseline) |",
+        "D on the training distribution (g = 0) |",
+        "firing rate,",
+        "sigma_embed of the predicted",
+        "Experience buffer occupancy",
+        "Training time",
+        "| Device |",
+        "![](",
+        "Three-track reproduction",
+        "experience_adapter/",
+        "warm_experience",
+        "for copying the last latent",
+    ):
         assert absent not in text, absent
     assert "not comparable" in text and "as a pretrained base it has seen no shifted data" in text
     assert 'from_pretrained("org/tiny")' in text and MODEL_ID_PLACEHOLDER not in text
@@ -193,11 +219,17 @@ def test_card_omits_metrics_that_were_not_given():
 
 def test_card_with_json_round_tripped_metrics_and_auto_map():
     config = EpmJepaConfig.tiny()
-    config.auto_map = {"AutoConfig": "configuration_epm_jepa.EpmJepaConfig",
-                       "AutoModel": "modeling_epm_jepa.EpmJepaModel"}
+    config.auto_map = {
+        "AutoConfig": "configuration_epm_jepa.EpmJepaConfig",
+        "AutoModel": "modeling_epm_jepa.EpmJepaModel",
+    }
     metrics = json.loads(json.dumps(_metrics()))
-    card = render_epm_jepa_card(config, metrics, TrainingArguments(max_steps=50).__dict__,
-                                EpmJepaDataArguments(stage="adapt", init_from="x").__dict__)
+    card = render_epm_jepa_card(
+        config,
+        metrics,
+        TrainingArguments(max_steps=50).__dict__,
+        EpmJepaDataArguments(stage="adapt", init_from="x").__dict__,
+    )
     assert card.data.library_name == "transformers" and "trust_remote_code=True" in card.text
     assert "| D_shift: normalised error on held-out shifted sequences (g > 0) | 0.8123 |" in card.text
 
@@ -247,8 +279,15 @@ def make_model() -> EpmJepaModel:
 
 
 HUB_METRICS = {  # a partial set: d_train, gate_fire_rate_train, train_time_s etc. were not measured
-    "track": "epm", "stage": "adapt", "d_shift": 0.87654, "d_shift_copy_last": 1.11111, "gate_fire_rate_shift": 0.375,
-    "buffer_occupancy": 0.5, "buffer_turnover": 0.5, "data_source": "Hub ylecun/mnist", "device": "cpu",
+    "track": "epm",
+    "stage": "adapt",
+    "d_shift": 0.87654,
+    "d_shift_copy_last": 1.11111,
+    "gate_fire_rate_shift": 0.375,
+    "buffer_occupancy": 0.5,
+    "buffer_turnover": 0.5,
+    "data_source": "Hub ylecun/mnist",
+    "device": "cpu",
     "diagnostics_plot": "diagnostics.png",
 }
 
@@ -264,7 +303,8 @@ def model_dir(model, tmp_path_factory):
     model.save_pretrained(directory)
     model.save_experience_adapter(str(directory / "experience_adapter"))
     Image.fromarray(np.arange(64 * 64, dtype=np.uint32).reshape(64, 64).astype(np.uint8)).save(
-        directory / "diagnostics.png")
+        directory / "diagnostics.png"
+    )
     (directory / "eval_results.json").write_text(json.dumps(HUB_METRICS))
     render_epm_jepa_card(model.config, HUB_METRICS).save(str(directory / "README.md"))
     (directory / "checkpoints").mkdir()
@@ -283,8 +323,16 @@ def pushed(hub, model_dir, tmp_path_factory):
 def test_pushed_files(hub, pushed):
     stored = hub.files(REPO_ID)
     local = {p.relative_to(pushed).as_posix(): p for p in pushed.rglob("*") if p.is_file()}
-    expected = {"config.json", "model.safetensors", "configuration_epm_jepa.py", "modeling_epm_jepa.py", "README.md",
-                "diagnostics.png", "eval_results.json", *(f"experience_adapter/{name}" for name in ADAPTER_FILES)}
+    expected = {
+        "config.json",
+        "model.safetensors",
+        "configuration_epm_jepa.py",
+        "modeling_epm_jepa.py",
+        "README.md",
+        "diagnostics.png",
+        "eval_results.json",
+        *(f"experience_adapter/{name}" for name in ADAPTER_FILES),
+    }
     assert expected <= set(stored)
     assert not any(path.startswith("checkpoints/") for path in stored)
     for path in expected:
@@ -358,6 +406,12 @@ def test_card_from_hub_shows_what_was_measured(pushed, online):
     ):
         assert row in text, row
     assert "![](diagnostics.png)" in text and f'pipeline("latent-world-model", model="{REPO_ID}")' in text
-    for absent in ("D on the training distribution (g = 0) |", "Surprisal-gate firing rate, g = 0", "Training time",
-                   "sigma_embed of the predicted", "One-step predictions scored", "Three-track reproduction"):
+    for absent in (
+        "D on the training distribution (g = 0) |",
+        "Surprisal-gate firing rate, g = 0",
+        "Training time",
+        "sigma_embed of the predicted",
+        "One-step predictions scored",
+        "Three-track reproduction",
+    ):
         assert absent not in text, absent

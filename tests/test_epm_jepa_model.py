@@ -115,8 +115,9 @@ def test_buffer_is_fifo_with_fixed_capacity():
 
 
 def test_surprisal_gate_running_statistics_and_decisions_by_hand():
-    gate = EpmJepaSurprisalGate(EpmJepaConfig.tiny(surprisal_momentum=0.5, surprisal_threshold_std=1.0,
-                                                   gate_warmup_updates=1))
+    gate = EpmJepaSurprisalGate(
+        EpmJepaConfig.tiny(surprisal_momentum=0.5, surprisal_threshold_std=1.0, gate_warmup_updates=1)
+    )
     assert gate.observe(torch.tensor(1.0)) is False  # warm-up; mean 1, var 0
     assert gate.running_mean.item() == 1.0 and gate.running_var.item() == 0.0
     assert gate.observe(torch.tensor(3.0)) is True  # 3 > 1 + 1 * sqrt(0)

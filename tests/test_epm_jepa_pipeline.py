@@ -1,10 +1,8 @@
 """The `latent-world-model` pipeline on EPM-JEPA: from a saved directory, outputs equal to the model's own methods,
 input formats, lists, experience warming, bad inputs, and remote code without hf_jepa."""
 
-import os
-
-
 import json
+import os
 import warnings
 
 import numpy as np
@@ -16,7 +14,6 @@ from transformers import pipeline
 
 from hf_jepa import BroJepaConfig, BroJepaModel, EpmJepaConfig, EpmJepaModel
 from hf_jepa.pipelines import LatentWorldModelPipeline
-
 
 TASK = "latent-world-model"
 OUTPUT_KEYS = {"predicted_latent", "surprisal", "num_frames"}
@@ -294,8 +291,12 @@ def test_save_pretrained_and_trust_remote_code(pipe, model, saved_dir, videos, t
 
     stack = np.stack(videos)
     np.save(tmp_path / "videos.npy", stack)
-    code = REMOTE_CODE.format(videos=str(tmp_path / "videos.npy"), pipe_dir=str(directory), model_dir=str(saved_dir),
-                              state=str(tmp_path / "state.safetensors"))
+    code = REMOTE_CODE.format(
+        videos=str(tmp_path / "videos.npy"),
+        pipe_dir=str(directory),
+        model_dir=str(saved_dir),
+        state=str(tmp_path / "state.safetensors"),
+    )
     out = run_without_hf_jepa(code, cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
     remote = json.loads(out.stdout.strip().splitlines()[-1])

@@ -43,8 +43,11 @@ def test_pretraining_saves_model_metrics_card_and_logs(tiny_base, embedded_split
     assert metrics["stage"] == "pretrain" and metrics["track"] == "vanilla"
     # The saved model scores exactly what the run reported, on the same held-out sequences rebuilt here.
     reloaded = EpmJepaModel.from_pretrained(output_dir)
-    pixels = build_eval_pixels(embedded_splits, EpmJepaDataArguments(data="embedded", eval_sequences=8,
-                                                                     sequence_length=6), reloaded.config.image_size)
+    pixels = build_eval_pixels(
+        embedded_splits,
+        EpmJepaDataArguments(data="embedded", eval_sequences=8, sequence_length=6),
+        reloaded.config.image_size,
+    )
     shift, train = evaluate_world_model(reloaded, pixels["shift"]), evaluate_world_model(reloaded, pixels["train"])
     assert (metrics["d_shift"], metrics["d_shift_copy_last"]) == (shift["normalized_error"], shift["copy_last_error"])
     assert (metrics["d_train"], metrics["d_train_copy_last"]) == (train["normalized_error"], train["copy_last_error"])
@@ -56,8 +59,9 @@ def test_pretraining_saves_model_metrics_card_and_logs(tiny_base, embedded_split
 def test_experience_phase_trains_only_what_the_protocol_says(tiny_base, embedded_splits, tmp_path, track):
     base_dir, _ = tiny_base
     base = EpmJepaModel.from_pretrained(base_dir)
-    data_args = EpmJepaDataArguments(data="embedded", stage="adapt", init_from=str(base_dir), eval_sequences=8,
-                                     sequence_length=6, eval_every=2)
+    data_args = EpmJepaDataArguments(
+        data="embedded", stage="adapt", init_from=str(base_dir), eval_sequences=8, sequence_length=6, eval_every=2
+    )
     recipe = EpmJepaRecipe(EpmJepaConfig.tiny(track=track), data_args, splits=embedded_splits)
     result = _train(recipe, tmp_path, learning_rate=1e-2)
     model = result.model
@@ -79,8 +83,10 @@ def test_experience_phase_trains_only_what_the_protocol_says(tiny_base, embedded
 
 
 def test_trainable_parts_per_stage_and_track():
-    parts = {track: set_trainable_parts(EpmJepaModel(EpmJepaConfig.tiny(track=track)), "adapt")
-             for track in ("vanilla", "ei", "epm")}
+    parts = {
+        track: set_trainable_parts(EpmJepaModel(EpmJepaConfig.tiny(track=track)), "adapt")
+        for track in ("vanilla", "ei", "epm")
+    }
     assert parts["vanilla"] == ["context_encoder", "predictor"]
     assert parts["ei"] == ["context_encoder", "experience_encoder", "experience_injection"]
     assert parts["epm"] == ["context_encoder", "experience_encoder", "hypernetwork", "predictor LoRA"]
@@ -100,8 +106,11 @@ def test_outcome_classes_and_summary_by_hand():
     assert relative_improvement(0.7848, 0.8238) == pytest.approx(4.734, abs=1e-3)  # the paper's C vs B
     assert preregistered_outcome(4.74).startswith("C")
     assert preregistered_outcome(5.01).startswith("A") and preregistered_outcome(-5.01).startswith("B")
-    runs = [{"track": t, "d_shift": v} for t, vs in {"vanilla": [0.8, 0.82], "ei": [0.9, 0.86], "epm": [0.7, 0.72]}.items()
-            for v in vs]
+    runs = [
+        {"track": t, "d_shift": v}
+        for t, vs in {"vanilla": [0.8, 0.82], "ei": [0.9, 0.86], "epm": [0.7, 0.72]}.items()
+        for v in vs
+    ]
     summary = summarize_runs(runs)
     assert summary["tracks"]["ei"]["d_shift_mean"] == pytest.approx(0.88)
     assert summary["tracks"]["ei"]["d_shift_std"] == pytest.approx(0.028284, abs=1e-6)  # sample std of 0.9, 0.86
@@ -119,8 +128,10 @@ def test_quick_reproduction_writes_table_plot_and_runs(embedded_splits, tmp_path
     saved = json.loads((tmp_path / "results.json").read_text())
     assert {r["track"] for r in saved["runs"]} == {"base", "vanilla", "ei", "epm"}
     # Every track started from the same base: identical D_shift at n = 0 (the first point of each track's curve).
-    starts = {track: json.loads((tmp_path / "seed0" / track / "diagnostics.jsonl").read_text().splitlines()[0])
-              for track in ("vanilla", "ei", "epm")}
+    starts = {
+        track: json.loads((tmp_path / "seed0" / track / "diagnostics.jsonl").read_text().splitlines()[0])
+        for track in ("vanilla", "ei", "epm")
+    }
     assert all(record["step"] == 0 for record in starts.values())
     assert len({record["d_shift"] for record in starts.values()}) == 1
 
@@ -135,8 +146,15 @@ def test_short_pretraining_beats_copying_the_last_latent(embedded_splits, tmp_pa
     set_seed(0)  # what the trainer does before build_model: `untrained` is the run's starting point
     before = recipe.evaluate(recipe.build_model())
     assert before["d_train"] > 0.95 * before["d_train_copy_last"], before
-    result = _train(recipe, tmp_path, max_steps=150, per_device_batch_size=16, learning_rate=5e-3, logging_steps=50,
-                    save_model=False)
+    result = _train(
+        recipe,
+        tmp_path,
+        max_steps=150,
+        per_device_batch_size=16,
+        learning_rate=5e-3,
+        logging_steps=50,
+        save_model=False,
+    )
     after = result.metrics
     assert after["d_train"] < 0.88 * after["d_train_copy_last"], after
     assert after["d_train"] < 0.25 * before["d_train"], (before, after)
@@ -153,8 +171,15 @@ def test_pretraining_learns_dynamics_and_the_gate_separates_the_shift(digits_spl
     (ratio 0.41), D_shift 0.198 (2.0 x D_train), gate fire rate 1.0 shifted vs 0.0 unshifted (67 s, 2 cores)."""
     data_args = EpmJepaDataArguments(data=digits_splits.data, eval_sequences=128)
     recipe = EpmJepaRecipe(EpmJepaConfig.cpu_fast(track="vanilla"), data_args, splits=digits_splits.splits)
-    metrics = _train(recipe, tmp_path, max_steps=500, per_device_batch_size=32, warmup_steps=50,
-                     mixed_precision="bf16", logging_steps=100).metrics
+    metrics = _train(
+        recipe,
+        tmp_path,
+        max_steps=500,
+        per_device_batch_size=32,
+        warmup_steps=50,
+        mixed_precision="bf16",
+        logging_steps=100,
+    ).metrics
     assert metrics["d_train"] < 0.6 * metrics["d_train_copy_last"], (digits_splits.name, metrics)
     assert metrics["d_shift"] > 1.3 * metrics["d_train"], (digits_splits.name, metrics)
     assert metrics["gate_fire_rate_shift"] > metrics["gate_fire_rate_train"], (digits_splits.name, metrics)
@@ -164,8 +189,15 @@ def test_pretraining_learns_dynamics_and_the_gate_separates_the_shift(digits_spl
 
 
 def _two_process_worker(output_dir, base_dir, splits):
-    data_args = EpmJepaDataArguments(data="embedded", stage="adapt", init_from=base_dir, eval_sequences=8,
-                                     sequence_length=6, eval_every=0, plot=False)
+    data_args = EpmJepaDataArguments(
+        data="embedded",
+        stage="adapt",
+        init_from=base_dir,
+        eval_sequences=8,
+        sequence_length=6,
+        eval_every=0,
+        plot=False,
+    )
     recipe = EpmJepaRecipe(EpmJepaConfig.tiny(track="epm"), data_args, splits=splits)
     model = _train(recipe, Path(output_dir) / "run", learning_rate=1e-2).model
     state = dict(model.state_dict())

@@ -1,9 +1,7 @@
 """The loopback Hub server against the REAL huggingface_hub / transformers clients (no network)."""
 
-import os
-
-
 import hashlib
+import os
 import subprocess
 import sys
 import urllib.request
@@ -24,7 +22,7 @@ from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError
 from safetensors.torch import save_file
 from transformers import BertConfig, BertModel
 
-from hf_jepa.testing.hub_server import LoopbackHub, use_loopback_hub
+from hf_jepa.testing.hub_server import use_loopback_hub
 
 
 def _sha256(path) -> str:
@@ -96,9 +94,7 @@ def test_range_request(hub, online):
 
 def test_push_to_hub_from_pretrained_bit_equal(hub, online):
     torch.manual_seed(0)
-    config = BertConfig(
-        hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37, vocab_size=99
-    )
+    config = BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37, vocab_size=99)
     model = BertModel(config).eval()
     model.push_to_hub("org/tiny-bert")
     assert {"config.json", "model.safetensors", "README.md"} <= set(hub.files("org/tiny-bert"))

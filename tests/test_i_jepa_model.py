@@ -15,7 +15,6 @@ from hf_jepa import IJepaConfig, IJepaModel, IJepaOutput
 from hf_jepa.modeling.i_jepa.modeling_i_jepa import gather_patches, sincos_2d_position_embeddings
 from hf_jepa.trainers.ema import ema_update_
 
-
 GRID = 4  # tiny: 28 x 28 images, patch 7
 
 
@@ -106,22 +105,37 @@ def test_backbone_must_be_a_vit_config():
 def test_presets_and_defaults(tmp_path):
     full = IJepaConfig()
     assert full.model_type == "i_jepa"
-    assert (full.hidden_size, full.backbone_config.num_hidden_layers, full.backbone_config.num_attention_heads,
-            full.backbone_config.intermediate_size, full.patch_size, full.image_size, full.num_channels) == (
-        1280, 32, 16, 5120, 16, 224, 3)
+    assert (
+        full.hidden_size,
+        full.backbone_config.num_hidden_layers,
+        full.backbone_config.num_attention_heads,
+        full.backbone_config.intermediate_size,
+        full.patch_size,
+        full.image_size,
+        full.num_channels,
+    ) == (1280, 32, 16, 5120, 16, 224, 3)
     assert (full.predictor_hidden_size, full.predictor_num_layers, full.grid_size) == (384, 12, 14)
     assert full.target_scale == [0.15, 0.2] and full.target_aspect_ratio == [0.75, 1.5]
     assert full.context_scale == [0.85, 1.0] and (full.num_target_blocks, full.min_keep) == (4, 4)
     assert (full.loss_type, full.normalize_targets, full.ema_momentum, full.ema_momentum_end) == (
-        "smooth_l1", True, 0.996, 1.0)
+        "smooth_l1",
+        True,
+        0.996,
+        1.0,
+    )
     assert len(full.pixel_mean) == 3
 
     small = IJepaConfig.tiny()
     assert (small.grid_size, small.hidden_size, small.predictor_num_layers) == (4, 32, 2)
     assert small.pixel_mean == [0.1307] and small.pixel_std == [0.3081]
     fast = IJepaConfig.cpu_fast()
-    assert (fast.grid_size, fast.hidden_size, fast.backbone_config.num_hidden_layers,
-            fast.backbone_config.num_attention_heads, fast.backbone_config.intermediate_size) == (7, 128, 4, 4, 512)
+    assert (
+        fast.grid_size,
+        fast.hidden_size,
+        fast.backbone_config.num_hidden_layers,
+        fast.backbone_config.num_attention_heads,
+        fast.backbone_config.intermediate_size,
+    ) == (7, 128, 4, 4, 512)
     assert (fast.predictor_num_layers, fast.ema_momentum) == (3, 0.99)
 
     # tuples are stored as lists; a dict backbone is accepted; the config round-trips through JSON
@@ -131,8 +145,10 @@ def test_presets_and_defaults(tmp_path):
     loaded = AutoConfig.from_pretrained(tmp_path)
     assert isinstance(loaded, IJepaConfig)
     assert loaded.to_diff_dict() == config.to_diff_dict()
-    assert IJepaConfig(backbone_config=config.backbone_config.to_dict()).backbone_config.to_dict() == \
-        config.backbone_config.to_dict()
+    assert (
+        IJepaConfig(backbone_config=config.backbone_config.to_dict()).backbone_config.to_dict()
+        == config.backbone_config.to_dict()
+    )
 
 
 # ------------------------------------------------------------------------------------------- forward / backward
@@ -324,7 +340,7 @@ def test_strict_loading_rejects_a_mismatched_config(tmp_path):
 
 def test_ema_pairs_and_update():
     model = tiny()
-    (online, target), = model.ema_pairs()
+    ((online, target),) = model.ema_pairs()
     assert online is model.context_encoder and target is model.target_encoder
     assert_state_dicts_equal(online.state_dict(), target.state_dict())
     with torch.no_grad():
@@ -373,8 +389,10 @@ def test_trust_remote_code_export_loads_without_hf_jepa(tmp_path):
 def bad_inputs():
     x, (ctx, tgt) = images(), masks()
     return [
-        ((x[:, 0], ctx, tgt),
-         r"pixel_values must be a float tensor of shape \(batch, C, H, W\) = \(batch, 1, 28, 28\)"),
+        (
+            (x[:, 0], ctx, tgt),
+            r"pixel_values must be a float tensor of shape \(batch, C, H, W\) = \(batch, 1, 28, 28\)",
+        ),
         ((torch.randn(3, 3, 28, 28), ctx, tgt), r"pixel_values .*\(batch, C, H, W\)"),
         ((torch.randn(3, 1, 32, 32), ctx, tgt), r"pixel_values .*\(batch, C, H, W\)"),
         ((x.to(torch.uint8), ctx, tgt), r"pixel_values must be a float tensor"),
@@ -420,8 +438,16 @@ def vit_encoder_parameters(hidden, layers, intermediate, patch, channels):
 
 
 def predictor_parameters(hidden, width, layers, mlp_ratio=4):
-    block = 3 * width * width + 3 * width + width * width + width + 2 * (width * mlp_ratio * width) \
-        + width * mlp_ratio + width + 4 * width
+    block = (
+        3 * width * width
+        + 3 * width
+        + width * width
+        + width
+        + 2 * (width * mlp_ratio * width)
+        + width * mlp_ratio
+        + width
+        + 4 * width
+    )
     return (hidden * width + width) + width + layers * block + 2 * width + (width * hidden + hidden)
 
 

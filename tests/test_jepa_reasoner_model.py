@@ -32,7 +32,6 @@ from hf_jepa.modeling.jepa_reasoner import (
 from hf_jepa.trainers.ema import ema_update_
 from hf_jepa.trainers.recipe import Recipe
 
-
 PAD, BOS, EOS, SEP = 0, 2, 3, 4
 VOCAB = JepaReasonerConfig.tiny().vocab_size  # 64
 WIDTH = JepaReasonerConfig.tiny().hidden_size  # 32
@@ -102,8 +101,13 @@ def test_invalid_config_names_the_field(cls, overrides, field):
 
 
 def test_config_round_trip_and_auto_config(tmp_path):
-    for config in (JepaReasonerConfig.tiny(cosine_loss_scale=2.0), MonoTalkerConfig.tiny(), DualTalkerConfig.tiny(),
-                   CoupledTransformerConfig.tiny(), CoconutConfig.tiny(num_latent_thoughts=2)):
+    for config in (
+        JepaReasonerConfig.tiny(cosine_loss_scale=2.0),
+        MonoTalkerConfig.tiny(),
+        DualTalkerConfig.tiny(),
+        CoupledTransformerConfig.tiny(),
+        CoconutConfig.tiny(num_latent_thoughts=2),
+    ):
         directory = tmp_path / config.model_type
         config.save_pretrained(directory)
         loaded = AutoConfig.from_pretrained(directory)
@@ -125,7 +129,7 @@ def test_hybrid_norm_by_hand():
     expected = rms / rms.norm(dim=-1, keepdim=True)
     torch.testing.assert_close(hybrid_normalize(x, weight, eps), expected)
     # RMS scaling is a positive scalar per row, so the result is the direction of x * weight.
-    torch.testing.assert_close(expected[0], torch.tensor([6.0, 4.0]) / 52 ** 0.5)
+    torch.testing.assert_close(expected[0], torch.tensor([6.0, 4.0]) / 52**0.5)
 
     norm = HybridNorm(2, rms_eps=eps)
     with torch.no_grad():
@@ -198,10 +202,10 @@ def test_reasoner_loss_positions_by_hand():
         predicted = model.reason(latents, mask)
         targets = model.encode(ids, mask, use_target_encoder=True)
     assert out.predictions.shape == out.targets.shape == (3, A, WIDTH)
-    torch.testing.assert_close(out.predictions, predicted[:, P:P + A])  # read at SEP .. last answer position - 1
-    torch.testing.assert_close(out.targets, targets[:, P + 1:])  # the answer tokens' target latents
+    torch.testing.assert_close(out.predictions, predicted[:, P : P + A])  # read at SEP .. last answer position - 1
+    torch.testing.assert_close(out.targets, targets[:, P + 1 :])  # the answer tokens' target latents
     torch.testing.assert_close(out.encoder_latents.norm(dim=-1), torch.ones(3, P + 1 + A))
-    expected = scaled_cosine_loss(predicted[:, P:P + A], targets[:, P + 1:], 4.0, answer_mask)
+    expected = scaled_cosine_loss(predicted[:, P : P + A], targets[:, P + 1 :], 4.0, answer_mask)
     torch.testing.assert_close(out.loss, expected)
     # Padding after EOS does not count; the EOS target does.
     changed = answer_ids.clone()
@@ -214,7 +218,10 @@ def test_reasoner_loss_positions_by_hand():
     model.train()
     loss = model(prompt_ids, prompt_mask, answer_ids, answer_mask).loss
     loss.backward()
-    assert model.encoder.embed_tokens.weight.grad is not None and model.layers[-1].mlp.down_proj.weight.grad.abs().sum() > 0
+    assert (
+        model.encoder.embed_tokens.weight.grad is not None
+        and model.layers[-1].mlp.down_proj.weight.grad.abs().sum() > 0
+    )
     assert all(p.grad is None for p in model.target_encoder.parameters())
     no_answer = model(prompt_ids, prompt_mask)
     assert no_answer.loss is None and no_answer.encoder_latents.shape == (3, P + 1, WIDTH)
@@ -246,8 +253,14 @@ def test_generate_latents_cache_matches_recomputation_and_noise():
 
     def noisy(use_cache, seed=0):
         with torch.no_grad():
-            return model.generate_latents(prompt_ids, prompt_mask, num_steps=6, latent_noise_std=0.3,
-                                          generator=torch.Generator().manual_seed(seed), use_cache=use_cache)
+            return model.generate_latents(
+                prompt_ids,
+                prompt_mask,
+                num_steps=6,
+                latent_noise_std=0.3,
+                generator=torch.Generator().manual_seed(seed),
+                use_cache=use_cache,
+            )
 
     perturbed = noisy(True)
     assert not torch.allclose(perturbed, cached, atol=1e-3)
@@ -265,8 +278,9 @@ def test_error_containment():
     samples = []
     for seed in (0, 1):
         torch.manual_seed(seed)
-        samples.append(talker.generate(input_ids=bos_column(3), latents=chain.detach(), do_sample=True, top_k=0,
-                                       max_new_tokens=8))
+        samples.append(
+            talker.generate(input_ids=bos_column(3), latents=chain.detach(), do_sample=True, top_k=0, max_new_tokens=8)
+        )
         with torch.no_grad():
             again = model.generate_latents(prompt_ids, prompt_mask, num_steps=5)
         assert torch.equal(again, reference)  # the chain never sees the Talker's sampled tokens
@@ -276,8 +290,9 @@ def test_error_containment():
         talker.embed_tokens.weight.add_(torch.randn_like(talker.embed_tokens.weight))
         assert torch.equal(model.generate_latents(prompt_ids, prompt_mask, num_steps=5), reference)
     # d chain / d talker token embeddings: not connected (None), while the reasoner's encoder does reach it.
-    grads = torch.autograd.grad(chain.sum(), [talker.embed_tokens.weight, model.encoder.embed_tokens.weight],
-                                allow_unused=True)
+    grads = torch.autograd.grad(
+        chain.sum(), [talker.embed_tokens.weight, model.encoder.embed_tokens.weight], allow_unused=True
+    )
     assert grads[0] is None and grads[1] is not None and grads[1].abs().sum() > 0
     # A different prompt does change the chain.
     other = prompt_ids.clone()
@@ -370,24 +385,37 @@ def test_coupled_lm_forward_generate_and_noise():
     input_ids = torch.cat([prompt_ids, torch.full((3, 1), SEP), answer_ids], 1)
     attention_mask = torch.cat([prompt_mask, torch.ones(3, 1, dtype=torch.long), answer_mask], 1)
     labels = torch.where(attention_mask.bool(), input_ids, -100)
-    labels[:, :prompt_ids.shape[1] + 1] = -100
+    labels[:, : prompt_ids.shape[1] + 1] = -100
     out = model(input_ids, attention_mask, labels=labels)
     assert out.logits.shape == (3, 12, VOCAB) and torch.isfinite(out.loss)
 
-    context = input_ids[:, :prompt_ids.shape[1] + 1]
-    context_mask = attention_mask[:, :prompt_ids.shape[1] + 1]
+    context = input_ids[:, : prompt_ids.shape[1] + 1]
+    context_mask = attention_mask[:, : prompt_ids.shape[1] + 1]
     for options in (dict(), dict(num_beams=3)):
-        cached = model.generate(input_ids=context, attention_mask=context_mask, max_new_tokens=6, min_new_tokens=6,
-                                **options)
-        uncached = model.generate(input_ids=context, attention_mask=context_mask, max_new_tokens=6, min_new_tokens=6,
-                                  use_cache=False, **options)
+        cached = model.generate(
+            input_ids=context, attention_mask=context_mask, max_new_tokens=6, min_new_tokens=6, **options
+        )
+        uncached = model.generate(
+            input_ids=context,
+            attention_mask=context_mask,
+            max_new_tokens=6,
+            min_new_tokens=6,
+            use_cache=False,
+            **options,
+        )
         assert cached.shape == (3, 13) and torch.equal(cached, uncached)
         assert torch.equal(cached[:, :7], context)
 
     def noisy(use_cache, seed=0):
-        return model.generate(input_ids=context, attention_mask=context_mask, max_new_tokens=6, min_new_tokens=6,
-                              latent_noise_std=3.0, noise_generator=torch.Generator().manual_seed(seed),
-                              use_cache=use_cache)
+        return model.generate(
+            input_ids=context,
+            attention_mask=context_mask,
+            max_new_tokens=6,
+            min_new_tokens=6,
+            latent_noise_std=3.0,
+            noise_generator=torch.Generator().manual_seed(seed),
+            use_cache=use_cache,
+        )
 
     assert not torch.equal(noisy(True), cached)
     assert torch.equal(noisy(True), noisy(False))  # one noise draw per step, with or without a cache
@@ -411,27 +439,45 @@ def test_coconut_forward_generate_and_noise():
     torch.testing.assert_close(out.thoughts[:, 0], at_sep)
     # With a cache the teacher-forced logits are the same.
     with torch.no_grad():
-        cached_out = model(prompt_ids=prompt_ids, prompt_mask=prompt_mask, answer_ids=answer_ids,
-                           answer_mask=answer_mask, use_cache=True)
+        cached_out = model(
+            prompt_ids=prompt_ids,
+            prompt_mask=prompt_mask,
+            answer_ids=answer_ids,
+            answer_mask=answer_mask,
+            use_cache=True,
+        )
     torch.testing.assert_close(cached_out.logits, out.logits, rtol=1e-5, atol=1e-5)
     assert cached_out.cache.get_seq_length() == prompt_ids.shape[1] + 1 + 3 + 6
 
     for options in (dict(), dict(num_beams=2)):
         cached = model.generate(prompt_ids, prompt_mask, max_new_tokens=6, min_new_tokens=6, **options)
-        uncached = model.generate(prompt_ids, prompt_mask, max_new_tokens=6, min_new_tokens=6, use_cache=False,
-                                  **options)
+        uncached = model.generate(
+            prompt_ids, prompt_mask, max_new_tokens=6, min_new_tokens=6, use_cache=False, **options
+        )
         assert cached.shape == (3, 7) and torch.equal(cached, uncached) and (cached[:, 0] == BOS).all()
     greedy = model.generate(prompt_ids, prompt_mask, max_new_tokens=6, min_new_tokens=6)
 
     def noisy(use_cache, seed=0):
-        return model.generate(prompt_ids, prompt_mask, latent_noise_std=5.0, max_new_tokens=6, min_new_tokens=6,
-                              noise_generator=torch.Generator().manual_seed(seed), use_cache=use_cache)
+        return model.generate(
+            prompt_ids,
+            prompt_mask,
+            latent_noise_std=5.0,
+            max_new_tokens=6,
+            min_new_tokens=6,
+            noise_generator=torch.Generator().manual_seed(seed),
+            use_cache=use_cache,
+        )
 
     assert not torch.equal(noisy(True), greedy)
     assert torch.equal(noisy(True), noisy(False))
     with torch.no_grad():
-        perturbed = model(prompt_ids=prompt_ids, prompt_mask=prompt_mask, answer_ids=answer_ids,
-                          answer_mask=answer_mask, latent_noise_std=1.0)
+        perturbed = model(
+            prompt_ids=prompt_ids,
+            prompt_mask=prompt_mask,
+            answer_ids=answer_ids,
+            answer_mask=answer_mask,
+            latent_noise_std=1.0,
+        )
     assert not torch.allclose(perturbed.thoughts, out.thoughts)
 
 
@@ -441,9 +487,16 @@ def test_every_model_takes_a_data_layer_batch():
     input_ids = torch.cat([prompt_ids, torch.full((3, 1), SEP), answer_ids], 1)
     attention_mask = torch.cat([prompt_mask, torch.ones(3, 1, dtype=torch.long), answer_mask], 1)
     labels = torch.where(attention_mask.bool(), input_ids, -100)
-    labels[:, :prompt_ids.shape[1] + 1] = -100
-    data = dict(prompt_ids=prompt_ids, prompt_mask=prompt_mask, answer_ids=answer_ids, answer_mask=answer_mask,
-                input_ids=input_ids, attention_mask=attention_mask, labels=labels)
+    labels[:, : prompt_ids.shape[1] + 1] = -100
+    data = dict(
+        prompt_ids=prompt_ids,
+        prompt_mask=prompt_mask,
+        answer_ids=answer_ids,
+        answer_mask=answer_mask,
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        labels=labels,
+    )
     answers = dict(answer_ids=answer_ids, answer_mask=answer_mask)
     model = reasoner()
     with torch.no_grad():
@@ -452,11 +505,15 @@ def test_every_model_takes_a_data_layer_batch():
         talker = mono()
         assert torch.equal(talker(**data, latents=chain).loss, talker(latents=chain, **answers).loss)
         talker = dual()
-        assert torch.equal(talker(**data, latents=chain).loss,
-                           talker(latents=chain, prompt_ids=prompt_ids, prompt_mask=prompt_mask, **answers).loss)
+        assert torch.equal(
+            talker(**data, latents=chain).loss,
+            talker(latents=chain, prompt_ids=prompt_ids, prompt_mask=prompt_mask, **answers).loss,
+        )
         torch.manual_seed(4)
         coconut = CoconutLM(CoconutConfig.tiny()).eval()
-        assert torch.equal(coconut(**data).loss, coconut(prompt_ids=prompt_ids, prompt_mask=prompt_mask, **answers).loss)
+        assert torch.equal(
+            coconut(**data).loss, coconut(prompt_ids=prompt_ids, prompt_mask=prompt_mask, **answers).loss
+        )
         torch.manual_seed(3)
         coupled = CoupledTransformerLM(CoupledTransformerConfig.tiny()).eval()
         assert torch.equal(coupled(**data).loss, coupled(input_ids, attention_mask, labels=labels).loss)
@@ -488,17 +545,27 @@ def test_reasoner_save_load_bit_exact(tmp_path):
     loaded.eval()
     prompt_ids, prompt_mask, answer_ids, answer_mask = batch()
     with torch.no_grad():
-        assert torch.equal(loaded(prompt_ids, prompt_mask, answer_ids, answer_mask).loss,
-                           model(prompt_ids, prompt_mask, answer_ids, answer_mask).loss)
-        assert torch.equal(loaded.generate_latents(prompt_ids, prompt_mask), model.generate_latents(prompt_ids, prompt_mask))
+        assert torch.equal(
+            loaded(prompt_ids, prompt_mask, answer_ids, answer_mask).loss,
+            model(prompt_ids, prompt_mask, answer_ids, answer_mask).loss,
+        )
+        assert torch.equal(
+            loaded.generate_latents(prompt_ids, prompt_mask), model.generate_latents(prompt_ids, prompt_mask)
+        )
     assert type(AutoModel.from_pretrained(tmp_path)) is JepaReasonerModel
     with pytest.raises(ValueError, match="does not match the config"):
         JepaReasonerModel.from_pretrained(tmp_path, num_hidden_layers=3)
 
 
-@pytest.mark.parametrize("cls, config_cls, seed", [
-    (MonoTalkerModel, MonoTalkerConfig, 1), (DualTalkerModel, DualTalkerConfig, 2),
-    (CoupledTransformerLM, CoupledTransformerConfig, 3), (CoconutLM, CoconutConfig, 4)])
+@pytest.mark.parametrize(
+    "cls, config_cls, seed",
+    [
+        (MonoTalkerModel, MonoTalkerConfig, 1),
+        (DualTalkerModel, DualTalkerConfig, 2),
+        (CoupledTransformerLM, CoupledTransformerConfig, 3),
+        (CoconutLM, CoconutConfig, 4),
+    ],
+)
 def test_generative_models_save_load_bit_exact(tmp_path, cls, config_cls, seed):
     torch.manual_seed(seed)
     model = cls(config_cls.tiny()).eval()
@@ -509,7 +576,9 @@ def test_generative_models_save_load_bit_exact(tmp_path, cls, config_cls, seed):
         copied.add("modeling_jepa_reasoner_baselines.py")
     assert copied <= {path.name for path in tmp_path.glob("*.py")}
     auto_map = json.loads((tmp_path / "config.json").read_text())["auto_map"]
-    assert auto_map["AutoModel"] == auto_map["AutoModelForCausalLM"] == f"{cls.__module__.split('.')[-1]}.{cls.__name__}"
+    assert (
+        auto_map["AutoModel"] == auto_map["AutoModelForCausalLM"] == f"{cls.__module__.split('.')[-1]}.{cls.__name__}"
+    )
     loaded = cls.from_pretrained(tmp_path).eval()
     assert_state_dicts_equal(model.state_dict(), loaded.state_dict())
     assert type(AutoModel.from_pretrained(tmp_path)) is cls
@@ -526,8 +595,9 @@ def test_generative_models_save_load_bit_exact(tmp_path, cls, config_cls, seed):
 
 def test_pair_config_round_trip_and_validation(tmp_path):
     for kind, talker_cls in (("mono", MonoTalkerConfig), ("dual", DualTalkerConfig)):
-        config = JepaReasonerWithTalkerConfig.tiny(talker_type=kind, vocab_size=40,
-                                                   reasoner_config=dict(num_reasoning_steps=6))
+        config = JepaReasonerWithTalkerConfig.tiny(
+            talker_type=kind, vocab_size=40, reasoner_config=dict(num_reasoning_steps=6)
+        )
         assert type(config.reasoner_config) is JepaReasonerConfig and type(config.talker_config) is talker_cls
         assert config.reasoner_config.vocab_size == config.talker_config.vocab_size == 40
         assert config.is_dual == (kind == "dual")
@@ -536,8 +606,9 @@ def test_pair_config_round_trip_and_validation(tmp_path):
         again = JepaReasonerWithTalkerConfig.from_dict(as_dict)
         assert type(again.talker_config) is talker_cls and again.to_dict() == as_dict
         # Dicts and config objects are both accepted; the talker's class follows its model_type.
-        mixed = JepaReasonerWithTalkerConfig(reasoner_config=config.reasoner_config.to_dict(),
-                                             talker_config=config.talker_config.to_dict())
+        mixed = JepaReasonerWithTalkerConfig(
+            reasoner_config=config.reasoner_config.to_dict(), talker_config=config.talker_config.to_dict()
+        )
         assert type(mixed.talker_config) is talker_cls and mixed.to_dict() == as_dict
         directory = tmp_path / kind
         config.save_pretrained(directory)
@@ -553,11 +624,18 @@ def test_pair_config_round_trip_and_validation(tmp_path):
 
     reasoner_config = JepaReasonerConfig.tiny()
     with pytest.raises(ValueError, match=r"talker's latent_size \(48\) must equal the reasoner's hidden_size \(32\)"):
-        JepaReasonerWithTalkerConfig(reasoner_config=reasoner_config, talker_config=MonoTalkerConfig.tiny(latent_size=48))
+        JepaReasonerWithTalkerConfig(
+            reasoner_config=reasoner_config, talker_config=MonoTalkerConfig.tiny(latent_size=48)
+        )
     with pytest.raises(ValueError, match=r"talker's vocab_size \(80\) must equal the reasoner's vocab_size \(64\)"):
-        JepaReasonerWithTalkerConfig(reasoner_config=reasoner_config, talker_config=DualTalkerConfig.tiny(vocab_size=80))
-    with pytest.raises(ValueError, match=r"talker_config must have model_type in \('jepa_mono_talker', "
-                                         r"'jepa_dual_talker'\), got 'jepa_coupled_lm'"):
+        JepaReasonerWithTalkerConfig(
+            reasoner_config=reasoner_config, talker_config=DualTalkerConfig.tiny(vocab_size=80)
+        )
+    with pytest.raises(
+        ValueError,
+        match=r"talker_config must have model_type in \('jepa_mono_talker', "
+        r"'jepa_dual_talker'\), got 'jepa_coupled_lm'",
+    ):
         JepaReasonerWithTalkerConfig(reasoner_config=reasoner_config, talker_config=CoupledTransformerConfig.tiny())
     with pytest.raises(ValueError, match=r"talker_config must have model_type in .*, got None"):
         JepaReasonerWithTalkerConfig(reasoner_config=reasoner_config, talker_config={"latent_size": 32})
@@ -607,8 +685,10 @@ def test_pair_save_load_and_generate(tmp_path, kind):
     saved = json.loads((tmp_path / "config.json").read_text())
     assert saved["model_type"] == "jepa_reasoner_with_talker"
     assert saved["talker_config"]["model_type"] == ("jepa_mono_talker" if kind == "mono" else "jepa_dual_talker")
-    assert saved["auto_map"] == {"AutoConfig": "configuration_jepa_reasoner.JepaReasonerWithTalkerConfig",
-                                 "AutoModel": "modeling_jepa_reasoner.JepaReasonerWithTalker"}
+    assert saved["auto_map"] == {
+        "AutoConfig": "configuration_jepa_reasoner.JepaReasonerWithTalkerConfig",
+        "AutoModel": "modeling_jepa_reasoner.JepaReasonerWithTalker",
+    }
     from safetensors import safe_open
 
     with safe_open(str(tmp_path / "model.safetensors"), "pt") as handle:
@@ -626,13 +706,15 @@ def test_pair_save_load_and_generate(tmp_path, kind):
         loaded.eval()
     prompt_ids, prompt_mask, _, _ = batch()
     tokens, chain = loaded.generate(prompt_ids, prompt_mask, num_reasoning_steps=4, max_new_tokens=5, min_new_tokens=5)
-    expected_tokens, expected_chain = pair.generate(prompt_ids, prompt_mask, num_reasoning_steps=4, max_new_tokens=5,
-                                                    min_new_tokens=5)
+    expected_tokens, expected_chain = pair.generate(
+        prompt_ids, prompt_mask, num_reasoning_steps=4, max_new_tokens=5, min_new_tokens=5
+    )
     assert tokens.shape == (3, 5) and chain.shape == (3, 4, WIDTH)
     assert torch.equal(tokens, expected_tokens) and torch.equal(chain, expected_chain)
     # The tokens are the Talker's generation on the chain (BOS column dropped); beams work end to end.
-    direct = pair.talker.generate(**talker_inputs(pair.talker, chain, prompt_ids, prompt_mask), max_new_tokens=5,
-                                  min_new_tokens=5)
+    direct = pair.talker.generate(
+        **talker_inputs(pair.talker, chain, prompt_ids, prompt_mask), max_new_tokens=5, min_new_tokens=5
+    )
     assert torch.equal(direct[:, 1:], tokens)
     beams, _ = pair.generate(prompt_ids, prompt_mask, num_reasoning_steps=4, num_beams=2, max_new_tokens=3)
     assert beams.shape[0] == 3
@@ -657,8 +739,10 @@ def test_trust_remote_code_export_loads_without_hf_jepa(tmp_path):
     talker_map = json.loads((tmp_path / "talker" / "config.json").read_text())["auto_map"]
     assert set(talker_map) == {"AutoConfig", "AutoModel", "AutoModelForCausalLM"}
     prompt_ids, prompt_mask, answer_ids, answer_mask = batch()
-    torch.save(dict(prompt_ids=prompt_ids, prompt_mask=prompt_mask, answer_ids=answer_ids, answer_mask=answer_mask),
-               tmp_path / "inputs.pt")
+    torch.save(
+        dict(prompt_ids=prompt_ids, prompt_mask=prompt_mask, answer_ids=answer_ids, answer_mask=answer_mask),
+        tmp_path / "inputs.pt",
+    )
     code = f"""
     import torch
     from transformers import AutoModel, AutoModelForCausalLM
@@ -678,7 +762,9 @@ def test_trust_remote_code_export_loads_without_hf_jepa(tmp_path):
     out = run_without_hf_jepa(code, cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
     result = torch.load(tmp_path / "result.pt", weights_only=True)
-    assert result["module"].startswith("transformers_modules.") and result["talker_module"].startswith("transformers_modules.")
+    assert result["module"].startswith("transformers_modules.") and result["talker_module"].startswith(
+        "transformers_modules."
+    )
     assert result["frozen"]
     with torch.no_grad():
         assert torch.equal(result["loss"], model(prompt_ids, prompt_mask, answer_ids, answer_mask).loss)
@@ -700,7 +786,9 @@ def test_bad_inputs_get_clear_errors():
     with pytest.raises(ValueError, match=r"prompt_ids has length 61, longer than max_position_embeddings - num_steps"):
         model.generate_latents(torch.full((1, 61), 7), num_steps=4)
     model.generate_latents(torch.full((1, 60), 7), num_steps=4)  # exactly fits: 60 + SEP + 3 fed-back latents
-    with pytest.raises(ValueError, match=rf"prompt_ids holds token ids in \[0, {VOCAB}\], outside the model's vocabulary"):
+    with pytest.raises(
+        ValueError, match=rf"prompt_ids holds token ids in \[0, {VOCAB}\], outside the model's vocabulary"
+    ):
         bad = prompt_ids.clone()
         bad[0, -1] = VOCAB
         model.generate_latents(bad)
@@ -769,8 +857,14 @@ def test_special_token_id_defaults_match_the_reasoning_tokenizer():
     from hf_jepa.modeling.jepa_reasoner.configuration_jepa_reasoner import JepaTalkerConfig
 
     tokenizer = build_reasoning_tokenizer(["b", "a", ","])
-    config_classes = (JepaReasonerConfig, JepaTalkerConfig, MonoTalkerConfig, DualTalkerConfig,
-                      CoupledTransformerConfig, CoconutConfig)
+    config_classes = (
+        JepaReasonerConfig,
+        JepaTalkerConfig,
+        MonoTalkerConfig,
+        DualTalkerConfig,
+        CoupledTransformerConfig,
+        CoconutConfig,
+    )
     checked = 0
     for config_class in config_classes:
         config = config_class()

@@ -2,10 +2,8 @@
 batching, latents, seeded sampling, generation arguments, bad inputs; the pair as one `AutoModel` directory; remote
 code without hf_jepa (pair and pipeline); and the loopback Hub round trip of a saved pair folder."""
 
-import os
-
-
 import json
+import os
 
 import pytest
 import torch
@@ -22,8 +20,7 @@ from hf_jepa.modeling.jepa_reasoner import (
     MonoTalkerModel,
 )
 from hf_jepa.pipelines import LatentReasoningPipeline
-from hf_jepa.testing.hub_server import LoopbackHub, use_loopback_hub
-
+from hf_jepa.testing.hub_server import use_loopback_hub
 
 TASK = "latent-reasoning"
 REPO_ID = "org/jepa-reasoner-pair-tiny"
@@ -54,7 +51,7 @@ def encode(tokenizer, prompt: str) -> torch.Tensor:
 def words(tokenizer, ids) -> str:
     """Decode by hand: tokens up to the first EOS, special tokens dropped, joined by spaces."""
     ids = list(ids)
-    ids = ids[:ids.index(EOS)] if EOS in ids else ids
+    ids = ids[: ids.index(EOS)] if EOS in ids else ids
     return " ".join(tokenizer.convert_ids_to_tokens([i for i in ids if i >= NUM_SPECIAL]))
 
 
@@ -118,9 +115,10 @@ def test_batches_equal_single_prompts(pipes, pair_dirs, kind):
     pipe = pipes[kind]
     assert len({len(prompt.split()) for prompt in PROMPTS}) > 1  # batches are left-padded
     single = pipe(PROMPTS, return_latents=True, return_tensors=True)
-    for batched in (pipe(PROMPTS, batch_size=2, return_latents=True, return_tensors=True),
-                    pipeline(TASK, model=str(pair_dirs[kind]), batch_size=3)(PROMPTS, return_latents=True,
-                                                                             return_tensors=True)):
+    for batched in (
+        pipe(PROMPTS, batch_size=2, return_latents=True, return_tensors=True),
+        pipeline(TASK, model=str(pair_dirs[kind]), batch_size=3)(PROMPTS, return_latents=True, return_tensors=True),
+    ):
         assert len(batched) == len(PROMPTS)
         for got, expected in zip(batched, single):
             assert got["generated_text"] == expected["generated_text"]
@@ -156,15 +154,32 @@ def test_seeded_sampling_and_latent_noise(pipes, pairs, tokenizer):
     # By hand: a seeded global RNG (the Talker samples from it) and a seeded generator (latent noise). (On the
     # in-memory pair: the loaded copy can differ from it in the last bit of a float, memory layout.)
     torch.manual_seed(5)
-    expected = reference(pair, tokenizer, PROMPTS[1], do_sample=True, temperature=2.0, max_new_tokens=8,
-                         latent_noise_std=0.3, generator=torch.Generator().manual_seed(5))
+    expected = reference(
+        pair,
+        tokenizer,
+        PROMPTS[1],
+        do_sample=True,
+        temperature=2.0,
+        max_new_tokens=8,
+        latent_noise_std=0.3,
+        generator=torch.Generator().manual_seed(5),
+    )
     got = pipeline(TASK, model=pair, tokenizer=tokenizer)(
-        PROMPTS[1], do_sample=True, temperature=2.0, max_new_tokens=8, latent_noise_std=0.3, seed=5,
-        return_latents=True, return_tensors=True)
+        PROMPTS[1],
+        do_sample=True,
+        temperature=2.0,
+        max_new_tokens=8,
+        latent_noise_std=0.3,
+        seed=5,
+        return_latents=True,
+        return_tensors=True,
+    )
     assert got["generated_text"] == expected[0] and torch.equal(got["latents"], expected[1])
     clean = pipe(PROMPTS[1], return_latents=True, return_tensors=True)["latents"]
-    noisy = [pipe(PROMPTS[1], latent_noise_std=0.3, seed=s, return_latents=True, return_tensors=True)["latents"]
-             for s in (0, 0, 1)]
+    noisy = [
+        pipe(PROMPTS[1], latent_noise_std=0.3, seed=s, return_latents=True, return_tensors=True)["latents"]
+        for s in (0, 0, 1)
+    ]
     assert torch.equal(noisy[0], noisy[1]) and not torch.allclose(noisy[0], noisy[2])
     assert not torch.allclose(noisy[0], clean)
     torch.testing.assert_close(noisy[0].norm(dim=-1), torch.ones(STEPS))
@@ -176,21 +191,28 @@ def test_generation_arguments_are_forwarded(pipes, pairs, tokenizer):
     pipe, pair = pipes["mono"], pairs["mono"]
     for prompt in PROMPTS:
         assert len(pipe(prompt, max_new_tokens=1)["generated_text"].split()) <= 1
-        assert pipe(prompt, max_new_tokens=3)["generated_text"] == reference(pair, tokenizer, prompt,
-                                                                              max_new_tokens=3)[0]
+        assert (
+            pipe(prompt, max_new_tokens=3)["generated_text"] == reference(pair, tokenizer, prompt, max_new_tokens=3)[0]
+        )
         assert pipe(prompt, num_beams=3)["generated_text"] == reference(pair, tokenizer, prompt, num_beams=3)[0]
-        assert pipe(prompt, max_new_tokens=12, generate_kwargs={"repetition_penalty": 1.8})["generated_text"] == \
-            reference(pair, tokenizer, prompt, max_new_tokens=12, repetition_penalty=1.8)[0]
+        assert (
+            pipe(prompt, max_new_tokens=12, generate_kwargs={"repetition_penalty": 1.8})["generated_text"]
+            == reference(pair, tokenizer, prompt, max_new_tokens=12, repetition_penalty=1.8)[0]
+        )
     long = [pipe(prompt, max_new_tokens=12, min_new_tokens=12)["generated_text"] for prompt in PROMPTS]
     assert max(len(text.split()) for text in long) > STEPS + 1  # beyond the default max_new_tokens
     preset = pipeline(TASK, model=pair, tokenizer=tokenizer, num_reasoning_steps=6, max_new_tokens=2)
-    assert preset(PROMPTS[0]) == {"generated_text": reference(pair, tokenizer, PROMPTS[0], steps=6,
-                                                               max_new_tokens=2)[0], "num_reasoning_steps": 6}
+    assert preset(PROMPTS[0]) == {
+        "generated_text": reference(pair, tokenizer, PROMPTS[0], steps=6, max_new_tokens=2)[0],
+        "num_reasoning_steps": 6,
+    }
     assert preset(PROMPTS[0], num_reasoning_steps=STEPS)["num_reasoning_steps"] == STEPS
     pair.train()  # the pipeline runs in eval mode and restores the mode
     try:
-        assert preset(PROMPTS[0])["generated_text"] == reference(pair.eval(), tokenizer, PROMPTS[0], steps=6,
-                                                                 max_new_tokens=2)[0]
+        assert (
+            preset(PROMPTS[0])["generated_text"]
+            == reference(pair.eval(), tokenizer, PROMPTS[0], steps=6, max_new_tokens=2)[0]
+        )
         pair.train()
         preset(PROMPTS[0])
         assert pair.training and pair.reasoner.encoder.training and not pair.reasoner.target_encoder.training
@@ -213,8 +235,12 @@ def test_bad_inputs(pipes, pairs, tokenizer):
         ([PROMPTS[0], "N1"], ValueError, r"^inputs\[1\]: 1 token\(s\) not in the tokenizer's vocabulary: 'N1'"),
         ("n1 [UNK]", ValueError, r"^inputs: 1 token\(s\) not in the tokenizer's vocabulary: '\[UNK\]'"),
         ("n1 [SEP] n2", ValueError, r"^inputs: special tokens are placed by the models.*'\[SEP\]'"),
-        (too_long, ValueError, r"^inputs: the prompt has 61 tokens, more than fit with num_reasoning_steps=4: "
-                               r"max_position_embeddings - num_reasoning_steps = 64 - 4 = 60"),
+        (
+            too_long,
+            ValueError,
+            r"^inputs: the prompt has 61 tokens, more than fit with num_reasoning_steps=4: "
+            r"max_position_embeddings - num_reasoning_steps = 64 - 4 = 60",
+        ),
         ([PROMPTS[0], 7], ValueError, r"^inputs\[1\]: a prompt must be a string"),
         (7, ValueError, r"^inputs: the latent-reasoning pipeline takes a prompt string"),
         (None, ValueError, r"^inputs: pass a prompt string"),
@@ -228,8 +254,11 @@ def test_bad_inputs(pipes, pairs, tokenizer):
     with pytest.raises(ValueError, match=r"prompt has 59 tokens, more than fit with num_reasoning_steps=6"):
         pipe(" ".join(["n1"] * 59), num_reasoning_steps=6)
     # The Dual-Talker reads prompt + latents + tokens: max_position_embeddings 128.
-    with pytest.raises(ValueError, match=r"^inputs: the Talker's sequence would need 129 positions .* "
-                                         r"max_new_tokens 69 - 1\), more than its max_position_embeddings \(128\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"^inputs: the Talker's sequence would need 129 positions .* "
+        r"max_new_tokens 69 - 1\), more than its max_position_embeddings \(128\)",
+    ):
         pipe(" ".join(["n1"] * 56), max_new_tokens=69)
     pipe(" ".join(["n1"] * 56), max_new_tokens=68)  # exactly fits
 
@@ -255,20 +284,29 @@ def test_bad_inputs(pipes, pairs, tokenizer):
 
 
 def test_rejects_other_models_and_missing_tokenizers(pairs, tokenizer, tmp_path):
-    with pytest.raises(TypeError, match=r"^model: the latent-reasoning pipeline needs a JepaReasonerWithTalker.*"
-                                        r"MonoTalkerModel with model_type 'jepa_mono_talker'"):
+    with pytest.raises(
+        TypeError,
+        match=r"^model: the latent-reasoning pipeline needs a JepaReasonerWithTalker.*"
+        r"MonoTalkerModel with model_type 'jepa_mono_talker'",
+    ):
         pipeline(TASK, model=pairs["mono"].talker, tokenizer=tokenizer)
     with pytest.raises(TypeError, match=r"JepaReasonerModel with model_type 'jepa_reasoner'"):
         pipeline(TASK, model=pairs["mono"].reasoner, tokenizer=tokenizer)
-    with pytest.raises(ValueError, match=r"^tokenizer: the latent-reasoning pipeline needs the pair's word-level "
-                                         r"tokenizer and none could be loaded"):
+    with pytest.raises(
+        ValueError,
+        match=r"^tokenizer: the latent-reasoning pipeline needs the pair's word-level "
+        r"tokenizer and none could be loaded",
+    ):
         pipeline(TASK, model=pairs["mono"])
     pairs["mono"].save_pretrained(tmp_path)  # no tokenizer beside it
     with pytest.raises(ValueError, match=r"^tokenizer: .* none could be loaded"):
         pipeline(TASK, model=str(tmp_path))
     big = TreeSearchTask(num_nodes=5, node_vocab_size=40).build_tokenizer()
-    with pytest.raises(ValueError, match=rf"tokenizer: it has {len(big)} tokens but the model's vocabulary has "
-                                         rf"{len(tokenizer)}"):
+    with pytest.raises(
+        ValueError,
+        match=rf"tokenizer: it has {len(big)} tokens but the model's vocabulary has "
+        rf"{len(tokenizer)}",
+    ):
         pipeline(TASK, model=pairs["mono"], tokenizer=big)
 
 
@@ -278,8 +316,14 @@ def test_rejects_other_models_and_missing_tokenizers(pairs, tokenizer, tmp_path)
 def test_pair_directory_loads_with_auto_model(pairs, pair_dirs):
     for kind, directory in pair_dirs.items():
         files = set(os.listdir(directory))
-        assert {"config.json", "model.safetensors", "configuration_jepa_reasoner.py", "modeling_jepa_reasoner.py",
-                "tokenizer.json", "tokenizer_config.json"} <= files
+        assert {
+            "config.json",
+            "model.safetensors",
+            "configuration_jepa_reasoner.py",
+            "modeling_jepa_reasoner.py",
+            "tokenizer.json",
+            "tokenizer_config.json",
+        } <= files
         loaded = AutoModel.from_pretrained(directory)
         assert type(loaded) is JepaReasonerWithTalker and loaded.is_dual == (kind == "dual")
         expected, state = pairs[kind].state_dict(), loaded.state_dict()
@@ -355,7 +399,9 @@ def pushed(hub, pairs, tokenizer, tmp_path_factory):
     tokenizer.save_pretrained(directory)
     (directory / "README.md").write_text(
         "---\nlibrary_name: transformers\ntags:\n- jepa-reasoner\n---\n# A tiny JEPA-Reasoner + Mono-Talker pair\n\n"
-        f'```python\npipeline("latent-reasoning", model="{REPO_ID}")\n```\n', encoding="utf-8")
+        f'```python\npipeline("latent-reasoning", model="{REPO_ID}")\n```\n',
+        encoding="utf-8",
+    )
     with use_loopback_hub(hub, cache_dir=tmp_path_factory.mktemp("push-cache")):
         url = push_to_hub(directory, REPO_ID)
     assert url.endswith("/" + REPO_ID)
@@ -364,8 +410,15 @@ def pushed(hub, pairs, tokenizer, tmp_path_factory):
 
 def test_hub_round_trip(hub, pushed, pairs, pipes, tokenizer, online):
     stored = hub.files(REPO_ID)
-    for name in ("config.json", "model.safetensors", "configuration_jepa_reasoner.py", "modeling_jepa_reasoner.py",
-                 "tokenizer.json", "tokenizer_config.json", "README.md"):
+    for name in (
+        "config.json",
+        "model.safetensors",
+        "configuration_jepa_reasoner.py",
+        "modeling_jepa_reasoner.py",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "README.md",
+    ):
         assert stored[name] == (pushed / name).read_bytes(), name
 
     loaded = JepaReasonerWithTalker.from_pretrained(REPO_ID)

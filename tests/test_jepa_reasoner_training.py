@@ -10,6 +10,8 @@ import torch
 from huggingface_hub import ModelCard
 
 from hf_jepa.cli import main
+from hf_jepa.data.reasoning import ReasoningData
+from hf_jepa.metrics.reasoning import CoupledSystem, DecoupledSystem, cfg_robustness
 from hf_jepa.modeling.jepa_reasoner import (
     CoupledTransformerConfig,
     CoupledTransformerLM,
@@ -20,8 +22,6 @@ from hf_jepa.modeling.jepa_reasoner import (
     MonoTalkerConfig,
     MonoTalkerModel,
 )
-from hf_jepa.data.reasoning import ReasoningData
-from hf_jepa.metrics.reasoning import CoupledSystem, DecoupledSystem, cfg_robustness
 from hf_jepa.recipes.jepa_reasoner import CoupledRecipe, JepaReasonerDataArguments, JepaReasonerRecipe, TalkerRecipe
 from hf_jepa.reproductions.jepa_reasoner import format_jepa_reasoner_tables, reproduce_jepa_reasoner
 from hf_jepa.testing.harness import load_rank_states, run_in_two_processes, save_rank_state, train_quickly
@@ -34,8 +34,13 @@ def _train(recipe, output_dir, **overrides):
 def _small(config_class, data, **overrides):
     """64-wide test models sized to the task's vocabulary and sequence lengths."""
     length = data.max_prompt_length + 1 + data.max_answer_length + 8
-    kwargs = dict(vocab_size=data.vocab_size, hidden_size=64, num_attention_heads=4, intermediate_size=128,
-                  max_position_embeddings=3 * length)
+    kwargs = dict(
+        vocab_size=data.vocab_size,
+        hidden_size=64,
+        num_attention_heads=4,
+        intermediate_size=128,
+        max_position_embeddings=3 * length,
+    )
     if config_class is JepaReasonerConfig:
         kwargs.update(max_position_embeddings=length, num_reasoning_steps=data.max_answer_length)
     elif config_class in (MonoTalkerConfig, DualTalkerConfig):
@@ -47,8 +52,9 @@ def _small(config_class, data, **overrides):
 @pytest.fixture(scope="module")
 def tree_data():
     """4-node trees over 8 node labels: small enough to learn in seconds, large enough that guessing fails."""
-    args = JepaReasonerDataArguments(task="tree_search", num_nodes=4, node_vocab_size=8, num_train_examples=4000,
-                                     num_eval_examples=200, plot=False)
+    args = JepaReasonerDataArguments(
+        task="tree_search", num_nodes=4, node_vocab_size=8, num_train_examples=4000, num_eval_examples=200, plot=False
+    )
     return args, ReasoningData(args)
 
 
@@ -63,13 +69,22 @@ def test_reasoner_and_dual_talker_learn_tree_search(tree_data, tmp_path):
     reasoner), and its answers come from the chain: another example's chain gives far fewer right paths."""
     args, data = tree_data
     common = dict(per_device_batch_size=32, learning_rate=2e-3, warmup_steps=10, logging_steps=100, max_grad_norm=1.0)
-    reasoner = _train(JepaReasonerRecipe(_small(JepaReasonerConfig, data), args, data=data), tmp_path / "reasoner",
-                      max_steps=800, save_model=False, **common)
+    reasoner = _train(
+        JepaReasonerRecipe(_small(JepaReasonerConfig, data), args, data=data),
+        tmp_path / "reasoner",
+        max_steps=800,
+        save_model=False,
+        **common,
+    )
     losses = [record["loss"] for record in reasoner.history]
     assert losses[-1] < 0.5 * losses[0]
     assert reasoner.metrics["free_running_cosine"] > 0.8
-    talker = _train(TalkerRecipe(_small(DualTalkerConfig, data), args, data=data, reasoner=reasoner.model),
-                    tmp_path / "talker", max_steps=800, **common)
+    talker = _train(
+        TalkerRecipe(_small(DualTalkerConfig, data), args, data=data, reasoner=reasoner.model),
+        tmp_path / "talker",
+        max_steps=800,
+        **common,
+    )
     metrics = talker.metrics
     print("tree-search (4 nodes, 8 labels) reasoner + Dual-Talker:", metrics)
     assert metrics["accuracy"] >= 0.55, metrics
@@ -86,20 +101,39 @@ def test_reasoner_and_dual_talker_learn_tree_search(tree_data, tmp_path):
 
 
 def test_cli_trains_reasoner_then_mono_talker_and_the_pair_loads(tmp_path):
-    common = ["preset=tiny", "task=cfg", "num_train_examples=64", "num_eval_examples=8", "max_steps=2",
-              "per_device_batch_size=8", "warmup_steps=0", "disable_progress_bar=true", "mixed_precision=no"]
+    common = [
+        "preset=tiny",
+        "task=cfg",
+        "num_train_examples=64",
+        "num_eval_examples=8",
+        "max_steps=2",
+        "per_device_batch_size=8",
+        "warmup_steps=0",
+        "disable_progress_bar=true",
+        "mixed_precision=no",
+    ]
     reasoner_dir, talker_dir = tmp_path / "reasoner", tmp_path / "talker"
     assert main(["train", "jepa-reasoner", "--set", *common, "--output-dir", str(reasoner_dir)]) == 0
-    for name in ("config.json", "model.safetensors", "README.md", "eval_results.json", "tokenizer_config.json",
-                 "mixed_latents.png"):
+    for name in (
+        "config.json",
+        "model.safetensors",
+        "README.md",
+        "eval_results.json",
+        "tokenizer_config.json",
+        "mixed_latents.png",
+    ):
         assert (reasoner_dir / name).is_file(), name
     metrics = json.loads((reasoner_dir / "eval_results.json").read_text())
     assert {"eval_loss", "teacher_forced_cosine", "free_running_cosine"} <= set(metrics)
     assert metrics["data_source"].startswith("synthetic cfg")
     assert "![](mixed_latents.png)" in (reasoner_dir / "README.md").read_text()
 
-    assert main(["train", "jepa-mono-talker", "--set", *common, f"reasoner={reasoner_dir}",
-                 "--output-dir", str(talker_dir)]) == 0
+    assert (
+        main(
+            ["train", "jepa-mono-talker", "--set", *common, f"reasoner={reasoner_dir}", "--output-dir", str(talker_dir)]
+        )
+        == 0
+    )
     talker_metrics = json.loads((talker_dir / "eval_results.json").read_text())
     assert "accuracy_shuffled_chain" in talker_metrics
     pair = JepaReasonerWithTalker.from_pretrained(talker_dir / "pair")
@@ -120,8 +154,9 @@ def test_talker_stage_errors(cfg_data):
         TalkerRecipe(MonoTalkerConfig.tiny(), args, data=data)
     reasoner = JepaReasonerModel(_small(JepaReasonerConfig, data))
     with pytest.raises(ValueError, match="latent_size=32 does not match the reasoner's hidden_size=64"):
-        TalkerRecipe(MonoTalkerConfig.tiny(latent_size=32, vocab_size=data.vocab_size), args, data=data,
-                     reasoner=reasoner)
+        TalkerRecipe(
+            MonoTalkerConfig.tiny(latent_size=32, vocab_size=data.vocab_size), args, data=data, reasoner=reasoner
+        )
     with pytest.raises(ValueError, match="task must be one of"):
         JepaReasonerDataArguments(task="sudoku")
     with pytest.raises(ValueError, match="tasks=..."):
@@ -135,8 +170,10 @@ def test_cfg_robustness_bookkeeping(cfg_data, tmp_path):
     reasoner = JepaReasonerModel(_small(JepaReasonerConfig, data)).eval()
     talker = MonoTalkerModel(_small(MonoTalkerConfig, data)).eval()
     coupled = CoupledTransformerLM(_small(CoupledTransformerConfig, data)).eval()
-    systems = {"decoupled": DecoupledSystem(JepaReasonerWithTalker.from_components(reasoner, talker), data),
-               "coupled": CoupledSystem(coupled, data)}
+    systems = {
+        "decoupled": DecoupledSystem(JepaReasonerWithTalker.from_components(reasoner, talker), data),
+        "coupled": CoupledSystem(coupled, data),
+    }
     results = cfg_robustness(systems, data, replacement_rates=(0.0, 0.3), noise_stds=(0.0, 1.0))
     for name, curves in results.items():
         assert set(curves["replacement"]) == {0.0, 0.3} and set(curves["noise"]) == {0.0, 1.0}
@@ -172,8 +209,16 @@ def test_coupled_recipe_learns_tree_search_beyond_a_hand_written_guess(tree_data
     torch.manual_seed(0)
     untrained = recipe.evaluate(CoupledTransformerLM(recipe.config).eval())["accuracy"]
     guess = data.accuracy(data.eval_examples, [_root_then_target(e.prompt) for e in data.eval_examples])
-    result = _train(recipe, tmp_path, max_steps=1000, per_device_batch_size=32, learning_rate=2e-3, warmup_steps=10,
-                    logging_steps=250, max_grad_norm=1.0)
+    result = _train(
+        recipe,
+        tmp_path,
+        max_steps=1000,
+        per_device_batch_size=32,
+        learning_rate=2e-3,
+        warmup_steps=10,
+        logging_steps=250,
+        max_grad_norm=1.0,
+    )
     metrics = result.metrics
     print(f"coupled tree search: untrained {untrained}, root-then-target guess {guess}, trained {metrics['accuracy']}")
     assert metrics["eval_examples"] == len(data.eval_examples) == 200
@@ -197,7 +242,8 @@ def test_quick_reproduction_writes_tables_and_plots(tmp_path):
     for folder in ("tree_search/dual-talker/pair", "cfg/mono-talker/pair", "cfg/coconut", "arithmetic/coupled"):
         assert (tmp_path / folder / "config.json").is_file(), folder
     assert json.loads((tmp_path / "results.json").read_text())["tasks"]["arithmetic"]["data_source"].startswith(
-        "synthetic arithmetic")
+        "synthetic arithmetic"
+    )
 
 
 # ------------------------------------------------------------------------------------------------- two processes
@@ -213,9 +259,15 @@ def _two_process_worker(output_dir):
     result = _train(recipe, Path(output_dir) / "run", max_steps=3, save_model=False)
     save_rank_state(result.model.state_dict(), output_dir)
     first = recipe.train_batch(0, rank, 8)
-    Path(f"{output_dir}/rank{rank}.json").write_text(json.dumps({
-        "world_size": dist.get_world_size(), "num_processes": result.metrics.get("num_processes"),
-        "first_prompt": first["prompt_ids"].tolist()}))
+    Path(f"{output_dir}/rank{rank}.json").write_text(
+        json.dumps(
+            {
+                "world_size": dist.get_world_size(),
+                "num_processes": result.metrics.get("num_processes"),
+                "first_prompt": first["prompt_ids"].tolist(),
+            }
+        )
+    )
 
 
 def test_two_process_reasoner_training_keeps_ranks_identical(tmp_path):

@@ -232,7 +232,13 @@ def test_multiblock_determinism_and_validation():
     assert not torch.equal(other["target_masks"], first["target_masks"])
     # A full-size context block is allowed (the reference shrinks it to H-1 x W-1).
     assert MultiBlockMaskSampler(input_size=(14, 14)).block_shape(1.0, 1.0) == (14, 14)
-    for bad in ({"target_scale": (0.0, 0.2)}, {"context_scale": (0.9, 1.2)}, {"target_aspect": (-1.0, 1.0)},
-                {"min_keep": 49}, {"num_targets": 0}, {"input_size": (0, 4)}):
+    for bad in (
+        {"target_scale": (0.0, 0.2)},
+        {"context_scale": (0.9, 1.2)},
+        {"target_aspect": (-1.0, 1.0)},
+        {"min_keep": 49},
+        {"num_targets": 0},
+        {"input_size": (0, 4)},
+    ):
         with pytest.raises(ValueError):
             MultiBlockMaskSampler(input_size=bad.pop("input_size", 7), **bad)

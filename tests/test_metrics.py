@@ -1,4 +1,3 @@
-
 import math
 
 import pytest
@@ -17,7 +16,6 @@ from hf_jepa.metrics import (
     summarize_operation_accuracies,
 )
 from hf_jepa.modeling.bro_jepa import BroJepaConfig, BroJepaModel
-
 
 THETA = 2 * math.pi / 10
 
@@ -132,8 +130,11 @@ def test_pca_project():
     projected = pca_project(points, components=1)
     assert projected.shape == (3, 1)
     assert torch.allclose(projected.abs().flatten(), torch.tensor([2.0, 0.0, 2.0]), atol=1e-5)
-    assert torch.allclose(pca_project(torch.tensor([[4.0, 0.0, 1.0]]), basis_from=points, components=1).abs(),
-                          torch.tensor([[4.0]]), atol=1e-5)
+    assert torch.allclose(
+        pca_project(torch.tensor([[4.0, 0.0, 1.0]]), basis_from=points, components=1).abs(),
+        torch.tensor([[4.0]]),
+        atol=1e-5,
+    )
 
 
 def test_plot_latent_pca_writes_png(tmp_path):

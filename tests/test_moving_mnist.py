@@ -1,4 +1,3 @@
-
 import datasets
 import numpy as np
 import pyarrow as pa
@@ -85,8 +84,11 @@ def test_batches_are_deterministic_per_seed_step_rank():
     again = _task(gravity=SHIFT_GRAVITY).sample_batch(8, step=5, rank=1)
     for key in first:
         assert torch.equal(first[key], again[key]), key
-    for other in (task.sample_batch(8, step=6, rank=1), task.sample_batch(8, step=5, rank=0),
-                  _task(gravity=SHIFT_GRAVITY, seed=4).sample_batch(8, step=5, rank=1)):
+    for other in (
+        task.sample_batch(8, step=6, rank=1),
+        task.sample_batch(8, step=5, rank=0),
+        _task(gravity=SHIFT_GRAVITY, seed=4).sample_batch(8, step=5, rank=1),
+    ):
         assert not torch.equal(first["pixel_values"], other["pixel_values"])
         assert not torch.equal(first["gravity"], other["gravity"])
 

@@ -30,7 +30,6 @@ from hf_jepa.data.reasoning import (
     reasoning_dataset,
 )
 
-
 # -- tokenizer ---------------------------------------------------------------------------------------------------------
 
 
@@ -39,8 +38,13 @@ def test_tokenizer_special_ids_order_and_round_trip(tmp_path):
 
     tokenizer = build_reasoning_tokenizer(["b", "a", "b", ",", "[SEP]", "?"])
     assert [tokenizer.convert_tokens_to_ids(t) for t in REASONING_SPECIAL_TOKENS] == [0, 1, 2, 3, 4]
-    assert (tokenizer.pad_token_id, tokenizer.unk_token_id, tokenizer.bos_token_id, tokenizer.eos_token_id,
-            tokenizer.sep_token_id) == (0, 1, 2, 3, 4)
+    assert (
+        tokenizer.pad_token_id,
+        tokenizer.unk_token_id,
+        tokenizer.bos_token_id,
+        tokenizer.eos_token_id,
+        tokenizer.sep_token_id,
+    ) == (0, 1, 2, 3, 4)
     assert tokenizer.convert_ids_to_tokens([5, 6, 7, 8]) == ["b", "a", ",", "?"]  # order kept, duplicates dropped
     assert len(tokenizer) == 9
     ids = tokenizer("b a , ?  a")["input_ids"]
@@ -52,7 +56,12 @@ def test_tokenizer_special_ids_order_and_round_trip(tmp_path):
     reloaded = AutoTokenizer.from_pretrained(tmp_path)
     assert reloaded.get_vocab() == tokenizer.get_vocab()
     assert (reloaded.pad_token, reloaded.unk_token, reloaded.bos_token, reloaded.eos_token, reloaded.sep_token) == (
-        "[PAD]", "[UNK]", "[BOS]", "[EOS]", "[SEP]")
+        "[PAD]",
+        "[UNK]",
+        "[BOS]",
+        "[EOS]",
+        "[SEP]",
+    )
     assert reloaded("b a , ?")["input_ids"] == [5, 6, 7, 8]
     assert reloaded.decode([4, 5, 6, 3], skip_special_tokens=True) == "b a"
 
@@ -179,8 +188,23 @@ def test_cfg_recogniser_matches_the_grammar_exhaustively():
 
 def test_cfg_recogniser_on_hand_written_strings():
     valid = ["x", "[ x + y ] * ( z - x )", "( ( ( x ) ) )", "x * y * z + [ ( x - y ) * z ] - y", "[ ( [ x ] ) ]"]
-    invalid = ["", "x y", "( x ]", "[ x )", "( x + y", "x + ) y (", "x +", "* x", "( )", "x + + y", "] x [",
-               "x * ( y + z ) )", "[ x ] [ y ]", "x - - y", "q"]
+    invalid = [
+        "",
+        "x y",
+        "( x ]",
+        "[ x )",
+        "( x + y",
+        "x + ) y (",
+        "x +",
+        "* x",
+        "( )",
+        "x + + y",
+        "] x [",
+        "x * ( y + z ) )",
+        "[ x ] [ y ]",
+        "x - - y",
+        "q",
+    ]
     assert all(CfgTask.is_valid(s) for s in valid)
     assert not any(CfgTask.is_valid(s) for s in invalid)
 

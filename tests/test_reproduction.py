@@ -8,17 +8,14 @@ the embedded digits when the real MNIST is absent (a fresh clone), with threshol
 
 import os
 
-
 import pytest
 import torch
+from conftest import _skip_reason, mnist_dir
 
-from hf_jepa.modeling.bro_jepa import BroJepaConfig
-from hf_jepa.trainers import JepaTrainer, TrainingArguments
 from hf_jepa.data import MnistSplits
+from hf_jepa.modeling.bro_jepa import BroJepaConfig
 from hf_jepa.recipes.bro_jepa import TRAINING_DEFAULTS, BroJepaDataArguments, BroJepaRecipe
-
-from conftest import mnist_dir, _skip_reason
-
+from hf_jepa.trainers import JepaTrainer, TrainingArguments
 
 needs_mnist = pytest.mark.skipif(mnist_dir() is None, reason=_skip_reason())
 

@@ -20,7 +20,6 @@ from hf_jepa.modeling.t_jepa.modeling_t_jepa import (
     vicreg_variance_loss,
 )
 
-
 OBJECTIVES = ("jepa", "mlm", "vicreg", "barlow_twins", "byol")
 VOCAB = TJepaConfig.tiny().backbone_config.vocab_size  # 512
 MASK_ID = TJepaConfig.tiny().mask_token_id  # 4
@@ -55,8 +54,9 @@ def other_ids(ids: torch.Tensor, shift: int = 101) -> torch.Tensor:
 
 def run(model, seed=0, **changes):
     input_ids, attention_mask, target_mask, second = make_batch(seed)
-    kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, target_mask=target_mask,
-                  second_target_mask=second)
+    kwargs = dict(
+        input_ids=input_ids, attention_mask=attention_mask, target_mask=target_mask, second_target_mask=second
+    )
     kwargs.update(changes)
     return model(**kwargs)
 
@@ -95,8 +95,13 @@ def test_config_round_trip_and_defaults(tmp_path):
     assert loaded.hidden_size == 32 and loaded.uses_target_encoder
     default = TJepaConfig()  # BERT-Large, the paper's backbone
     backbone = default.backbone_config
-    assert (backbone.hidden_size, backbone.num_hidden_layers, backbone.num_attention_heads,
-            backbone.intermediate_size, backbone.vocab_size) == (1024, 24, 16, 4096, 30522)
+    assert (
+        backbone.hidden_size,
+        backbone.num_hidden_layers,
+        backbone.num_attention_heads,
+        backbone.intermediate_size,
+        backbone.vocab_size,
+    ) == (1024, 24, 16, 4096, 30522)
     assert default.mask_token_id == 103 and default.objective == "jepa" and default.vicreg_weights == [25.0, 25.0, 1.0]
 
 
@@ -161,16 +166,19 @@ def test_predictor_attention_mask_by_hand():
     allowed = TJepaPredictor.attention_mask(attention_mask, target_mask, span_ids)
     assert allowed.shape == (1, 1, 8, 8) and allowed.dtype == torch.bool
     # rows: queries, columns: keys. Context = {0, 3, 6}; spans {1, 2} and {4, 5}; 7 is padding (sees itself).
-    expected = torch.tensor([
-        [1, 0, 0, 1, 0, 0, 1, 0],  # context token: context only
-        [1, 1, 1, 1, 0, 0, 1, 0],  # span 0: context + span 0
-        [1, 1, 1, 1, 0, 0, 1, 0],
-        [1, 0, 0, 1, 0, 0, 1, 0],
-        [1, 0, 0, 1, 1, 1, 1, 0],  # span 1: context + span 1
-        [1, 0, 0, 1, 1, 1, 1, 0],
-        [1, 0, 0, 1, 0, 0, 1, 0],
-        [1, 0, 0, 1, 0, 0, 1, 1],  # padding: context + itself (keeps the row defined)
-    ], dtype=torch.bool)
+    expected = torch.tensor(
+        [
+            [1, 0, 0, 1, 0, 0, 1, 0],  # context token: context only
+            [1, 1, 1, 1, 0, 0, 1, 0],  # span 0: context + span 0
+            [1, 1, 1, 1, 0, 0, 1, 0],
+            [1, 0, 0, 1, 0, 0, 1, 0],
+            [1, 0, 0, 1, 1, 1, 1, 0],  # span 1: context + span 1
+            [1, 0, 0, 1, 1, 1, 1, 0],
+            [1, 0, 0, 1, 0, 0, 1, 0],
+            [1, 0, 0, 1, 0, 0, 1, 1],  # padding: context + itself (keeps the row defined)
+        ],
+        dtype=torch.bool,
+    )
     assert torch.equal(allowed[0, 0], expected)
 
     # Adjacent spans stay apart when span_ids says so.
@@ -213,15 +221,16 @@ def test_jepa_loss_and_normalised_targets(loss_type):
         raw = model.target_encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
     torch.testing.assert_close(output.targets, F.layer_norm(raw, (32,))[target_mask])
     torch.testing.assert_close(output.targets.mean(-1), torch.zeros(len(output.targets)), atol=1e-5, rtol=0)
-    torch.testing.assert_close(output.targets.var(-1, correction=0), torch.ones(len(output.targets)),
-                               atol=1e-3, rtol=0)
+    torch.testing.assert_close(output.targets.var(-1, correction=0), torch.ones(len(output.targets)), atol=1e-3, rtol=0)
     assert not output.targets.requires_grad
     # Without normalisation: the raw states.
     plain = tiny("jepa", normalize_targets=False).eval()
     torch.testing.assert_close(plain(input_ids, attention_mask, target_mask=target_mask).targets, raw[target_mask])
     # At initialisation the EMA target is an exact copy of the context encoder.
-    assert all(torch.equal(a, b) for a, b in zip(model.context_encoder.state_dict().values(),
-                                                 model.target_encoder.state_dict().values()))
+    assert all(
+        torch.equal(a, b)
+        for a, b in zip(model.context_encoder.state_dict().values(), model.target_encoder.state_dict().values())
+    )
 
 
 # ------------------------------------------------------------------------------------------------ baselines
@@ -250,8 +259,9 @@ def test_vicreg_terms_by_hand():
     # Per-dimension std: dim 0 has var 2 (std > 1, no penalty), dim 1 is constant (std sqrt(1e-4) = 0.01).
     torch.testing.assert_close(vicreg_variance_loss(torch.tensor([[0.0, 0.0], [2.0, 0.0]])), torch.tensor(0.495))
     # Two perfectly correlated dims: cov = [[1, 1], [1, 1]] -> off-diagonal (1^2 + 1^2) / 2 = 1.
-    torch.testing.assert_close(vicreg_covariance_loss(torch.tensor([[0.0, 0.0], [1.0, 1.0], [2.0, 2.0]])),
-                               torch.tensor(1.0))
+    torch.testing.assert_close(
+        vicreg_covariance_loss(torch.tensor([[0.0, 0.0], [1.0, 1.0], [2.0, 2.0]])), torch.tensor(1.0)
+    )
     decorrelated = torch.tensor([[1.0, 0.0], [-1.0, 0.0], [0.0, 1.0], [0.0, -1.0]])
     assert vicreg_covariance_loss(decorrelated).item() == 0.0
 
@@ -261,8 +271,9 @@ def test_vicreg_terms_by_hand():
     torch.testing.assert_close(output.prediction_loss, F.mse_loss(a, b))
     torch.testing.assert_close(output.variance_loss, (vicreg_variance_loss(a) + vicreg_variance_loss(b)) / 2)
     torch.testing.assert_close(output.covariance_loss, vicreg_covariance_loss(a) + vicreg_covariance_loss(b))
-    torch.testing.assert_close(output.loss, 2 * output.prediction_loss + 3 * output.variance_loss
-                               + 5 * output.covariance_loss)
+    torch.testing.assert_close(
+        output.loss, 2 * output.prediction_loss + 3 * output.variance_loss + 5 * output.covariance_loss
+    )
 
 
 def test_barlow_twins_loss_by_hand():
@@ -271,14 +282,14 @@ def test_barlow_twins_loss_by_hand():
     off_diagonal = (correlation - torch.diag(torch.diagonal(correlation))).pow(2).sum()
     # Identical views: the on-diagonal term vanishes, only the (weighted) off-diagonal part is left.
     torch.testing.assert_close(barlow_twins_loss(z, z, 0.005), 0.005 * off_diagonal, rtol=1e-4, atol=1e-8)
-    torch.testing.assert_close(barlow_twins_loss(z, z, 0.0), torch.tensor(0.0, dtype=torch.float64), atol=1e-8,
-                               rtol=0)
+    torch.testing.assert_close(barlow_twins_loss(z, z, 0.0), torch.tensor(0.0, dtype=torch.float64), atol=1e-8, rtol=0)
     # Opposite views: C = -corr, each diagonal entry contributes (1 - (-1))^2 = 4.
     torch.testing.assert_close(barlow_twins_loss(z, -z, 0.005), 4 * 6 + 0.005 * off_diagonal, rtol=1e-4, atol=1e-6)
     # Invariant to a per-dimension affine change of either view.
     scaled = 3.0 * z + torch.arange(6, dtype=torch.float64)
-    torch.testing.assert_close(barlow_twins_loss(z, scaled, 0.005), barlow_twins_loss(z, z, 0.005), rtol=1e-4,
-                               atol=1e-8)
+    torch.testing.assert_close(
+        barlow_twins_loss(z, scaled, 0.005), barlow_twins_loss(z, z, 0.005), rtol=1e-4, atol=1e-8
+    )
 
     model = tiny("barlow_twins", barlow_twins_lambda=0.01).train()
     output = run(model)
@@ -325,8 +336,10 @@ def test_ema_pairs_per_objective():
         if objective == "jepa":
             assert pairs == [(id(model.context_encoder), id(model.target_encoder))]
         elif objective == "byol":
-            assert pairs == [(id(model.context_encoder), id(model.target_encoder)),
-                             (id(model.projector), id(model.target_projector))]
+            assert pairs == [
+                (id(model.context_encoder), id(model.target_encoder)),
+                (id(model.projector), id(model.target_projector)),
+            ]
         else:
             assert pairs == [] and model.target_encoder is None
         for _, target in model.ema_pairs():
@@ -408,8 +421,11 @@ def test_from_backbone_starts_both_encoders_at_the_pretrained_bert():
 
     tokenizer = AutoTokenizer.from_pretrained(path)
     assert tokenizer.mask_token_id == model.config.mask_token_id and tokenizer.pad_token_id == model.config.pad_token_id
-    encoded = tokenizer(["The cat sat on the warm mat near the door.", "Python lists are mutable sequences."],
-                        padding=True, return_tensors="pt")
+    encoded = tokenizer(
+        ["The cat sat on the warm mat near the door.", "Python lists are mutable sequences."],
+        padding=True,
+        return_tensors="pt",
+    )
     model.eval()
     with torch.no_grad():
         embeddings = model.embed(encoded["input_ids"], encoded["attention_mask"])
@@ -432,19 +448,27 @@ def test_bad_inputs_get_clear_errors():
     input_ids, attention_mask, target_mask, _ = make_batch()
     cases = [
         (dict(input_ids=torch.zeros(2, 0, dtype=torch.long)), "input_ids is empty"),
-        (dict(input_ids=torch.full((1, 65), 7)),
-         r"length 65, longer than the backbone's max_position_embeddings \(64\)"),
+        (
+            dict(input_ids=torch.full((1, 65), 7)),
+            r"length 65, longer than the backbone's max_position_embeddings \(64\)",
+        ),
         (dict(input_ids=torch.full((1, 8), VOCAB)), r"token ids up to 512, outside the model's vocabulary of 512"),
         (dict(input_ids=torch.rand(2, 8)), "input_ids must be an integer tensor"),
         (dict(input_ids=torch.ones(8, dtype=torch.long)), "input_ids must be an integer tensor"),
-        (dict(input_ids=input_ids, attention_mask=attention_mask[:, :5], target_mask=target_mask),
-         "attention_mask must have shape"),
+        (
+            dict(input_ids=input_ids, attention_mask=attention_mask[:, :5], target_mask=target_mask),
+            "attention_mask must have shape",
+        ),
         (dict(input_ids=input_ids, attention_mask=attention_mask), "needs target_mask"),
         (dict(input_ids=input_ids, target_mask=target_mask[:, :5]), "target_mask must have shape"),
-        (dict(input_ids=input_ids, attention_mask=attention_mask, target_mask=torch.ones_like(target_mask)),
-         r"target_mask masks every token of rows \[0, 1, 2, 3\]: no context is left"),
-        (dict(input_ids=input_ids, attention_mask=attention_mask, target_mask=torch.zeros_like(target_mask)),
-         r"target_mask masks nothing in rows \[0, 1, 2, 3\]"),
+        (
+            dict(input_ids=input_ids, attention_mask=attention_mask, target_mask=torch.ones_like(target_mask)),
+            r"target_mask masks every token of rows \[0, 1, 2, 3\]: no context is left",
+        ),
+        (
+            dict(input_ids=input_ids, attention_mask=attention_mask, target_mask=torch.zeros_like(target_mask)),
+            r"target_mask masks nothing in rows \[0, 1, 2, 3\]",
+        ),
     ]
     for kwargs, pattern in cases:
         with pytest.raises(ValueError, match=pattern):
@@ -458,8 +482,9 @@ def test_bad_inputs_get_clear_errors():
     with pytest.raises(ValueError, match="the 'vicreg' objective needs second_target_mask"):
         tiny("vicreg")(input_ids, attention_mask, target_mask=target_mask)
     with pytest.raises(ValueError, match="second_target_mask masks nothing"):
-        tiny("byol")(input_ids, attention_mask, target_mask=target_mask,
-                     second_target_mask=torch.zeros_like(target_mask))
+        tiny("byol")(
+            input_ids, attention_mask, target_mask=target_mask, second_target_mask=torch.zeros_like(target_mask)
+        )
     for method in (model.embed, model.encode):
         with pytest.raises(ValueError, match="input_ids is empty"):
             method(torch.zeros(1, 0, dtype=torch.long))

@@ -1,10 +1,8 @@
 """The `jepa-feature-extraction` pipeline (T-JEPA text, I-JEPA images), remote code without hf_jepa, sharing a saved
 T-JEPA folder (model + tokenizer + card) through the loopback Hub, and the T-JEPA / I-JEPA model cards."""
 
-import os
-
-
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -26,8 +24,7 @@ from hf_jepa.cards.t_jepa import render_card as render_t_jepa_card
 from hf_jepa.cards.t_jepa import result_rows as t_jepa_result_rows
 from hf_jepa.hub import push_to_hub
 from hf_jepa.pipelines import JepaFeatureExtractionPipeline
-from hf_jepa.testing.hub_server import LoopbackHub, use_loopback_hub
-
+from hf_jepa.testing.hub_server import use_loopback_hub
 
 TASK = "jepa-feature-extraction"
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -42,8 +39,13 @@ CORPUS = [
     "An exception interrupts the normal flow of a program.",
     "Integers have unlimited precision in this language.",
 ] * 3
-TEXTS = ["Lists are mutable.", "A dictionary maps keys to values and never forgets a key it was given.",
-         "The fox jumps.", "Every exception interrupts the flow of the program, unless it is caught.", "Strings."]
+TEXTS = [
+    "Lists are mutable.",
+    "A dictionary maps keys to values and never forgets a key it was given.",
+    "The fox jumps.",
+    "Every exception interrupts the flow of the program, unless it is caught.",
+    "Strings.",
+]
 
 
 def make_tokenizer():
@@ -59,13 +61,26 @@ def make_tokenizer():
         tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
         tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
         tokenizer.decoder = decoders.WordPiece()
-        tokenizer.train_from_iterator(CORPUS, trainers.WordPieceTrainer(
-            vocab_size=300, min_frequency=1, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"],
-            show_progress=False))
+        tokenizer.train_from_iterator(
+            CORPUS,
+            trainers.WordPieceTrainer(
+                vocab_size=300,
+                min_frequency=1,
+                special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"],
+                show_progress=False,
+            ),
+        )
         tokenizer.post_processor = processors.TemplateProcessing(
-            single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
-        return BertTokenizerFast(tokenizer_object=tokenizer, unk_token="[UNK]", sep_token="[SEP]", pad_token="[PAD]",
-                                 cls_token="[CLS]", mask_token="[MASK]")
+            single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)]
+        )
+        return BertTokenizerFast(
+            tokenizer_object=tokenizer,
+            unk_token="[UNK]",
+            sep_token="[SEP]",
+            pad_token="[PAD]",
+            cls_token="[CLS]",
+            mask_token="[MASK]",
+        )
     return train_wordpiece_tokenizer(CORPUS, vocab_size=300, min_frequency=1)
 
 
@@ -161,8 +176,12 @@ def test_text_errors(pipe, model, tokenizer, model_dir, tmp_path):
         ("", ValueError, r"^inputs: empty text"),
         ("   \n", ValueError, r"^inputs: empty text"),
         (["Fine.", "Also fine.", " "], ValueError, r"^inputs\[2\]: empty text"),
-        (long_text, ValueError, r"^inputs: the text is 82 tokens long, longer than the model's "
-                                r"max_position_embeddings \(64\); pass truncation=True"),
+        (
+            long_text,
+            ValueError,
+            r"^inputs: the text is 82 tokens long, longer than the model's "
+            r"max_position_embeddings \(64\); pass truncation=True",
+        ),
         (["Fine.", long_text], ValueError, r"^inputs\[1\]: the text is 82 tokens long"),
         ([], ValueError, "inputs: got an empty list"),
         (["Fine.", 3], TypeError, r"inputs\[1\]: this T-JEPA model embeds text"),
@@ -317,8 +336,14 @@ def test_trust_remote_code_without_hf_jepa(pipe, model, tokenizer, model_dir, tm
 
 
 HUB_METRICS = {  # a partial set: retrieval, irreducible variance, step metrics etc. were not measured
-    "objective": "jepa", "val_loss": 0.41234, "mi_proxy": 0.28765, "effective_rank": 3.2109, "probe_accuracy": 0.3125,
-    "data_source": "embedded CPython documentation sentences", "device": "cpu", "diagnostics_plot": "diagnostics.png",
+    "objective": "jepa",
+    "val_loss": 0.41234,
+    "mi_proxy": 0.28765,
+    "effective_rank": 3.2109,
+    "probe_accuracy": 0.3125,
+    "data_source": "embedded CPython documentation sentences",
+    "device": "cpu",
+    "diagnostics_plot": "diagnostics.png",
 }
 
 
@@ -328,7 +353,8 @@ def pushed(hub, model, tokenizer, tmp_path_factory):
     model.save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     Image.fromarray(np.arange(32 * 32, dtype=np.uint32).reshape(32, 32).astype(np.uint8)).save(
-        directory / "diagnostics.png")
+        directory / "diagnostics.png"
+    )
     (directory / "eval_results.json").write_text(json.dumps(HUB_METRICS))
     render_t_jepa_card(model.config, HUB_METRICS).save(str(directory / "README.md"))
     (directory / "checkpoints").mkdir()
@@ -342,8 +368,17 @@ def pushed(hub, model, tokenizer, tmp_path_factory):
 def test_pushed_files(hub, pushed):
     stored = hub.files(REPO_ID)
     local = {p.relative_to(pushed).as_posix(): p for p in pushed.rglob("*") if p.is_file()}
-    expected = {"config.json", "model.safetensors", "configuration_t_jepa.py", "modeling_t_jepa.py", "README.md",
-                "tokenizer.json", "tokenizer_config.json", "diagnostics.png", "eval_results.json"}
+    expected = {
+        "config.json",
+        "model.safetensors",
+        "configuration_t_jepa.py",
+        "modeling_t_jepa.py",
+        "README.md",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "diagnostics.png",
+        "eval_results.json",
+    }
     assert expected <= set(stored)
     assert not any(path.startswith("checkpoints/") for path in stored)
     for path in expected:
@@ -380,12 +415,27 @@ def test_from_hub_bit_identical(model, tokenizer, pipe, pushed, online):
 
 
 CARD_METRICS = {
-    "objective": "jepa", "val_loss": 0.123456, "mi_proxy": 0.28712, "effective_rank": 1.87654, "cosine_mean": 0.91234,
-    "cosine_variance": 0.000123, "embedding_std": 0.04567, "probe_accuracy": 0.2345, "retrieval_recall_at_1": 0.0125,
-    "retrieval_recall_at_10": 0.0875, "irreducible_variance": 0.34567, "mi_saturation_step": 400,
-    "divergence_step": None, "rank_collapse_step": 1200, "data_source": "embedded CPython documentation sentences",
-    "diagnostics_plot": "diagnostics.png", "train_time_s": 321.5, "train_steps": 2000, "device": "cpu",
-    "num_processes": 2, "probe_chance_accuracy": 0.142857,
+    "objective": "jepa",
+    "val_loss": 0.123456,
+    "mi_proxy": 0.28712,
+    "effective_rank": 1.87654,
+    "cosine_mean": 0.91234,
+    "cosine_variance": 0.000123,
+    "embedding_std": 0.04567,
+    "probe_accuracy": 0.2345,
+    "retrieval_recall_at_1": 0.0125,
+    "retrieval_recall_at_10": 0.0875,
+    "irreducible_variance": 0.34567,
+    "mi_saturation_step": 400,
+    "divergence_step": None,
+    "rank_collapse_step": 1200,
+    "data_source": "embedded CPython documentation sentences",
+    "diagnostics_plot": "diagnostics.png",
+    "train_time_s": 321.5,
+    "train_steps": 2000,
+    "device": "cpu",
+    "num_processes": 2,
+    "probe_chance_accuracy": 0.142857,
 }
 
 
@@ -408,8 +458,12 @@ def test_templates_are_found():
 
 
 def test_t_jepa_card_metadata_and_numbers():
-    card = render_t_jepa_card(TJepaConfig.cpu_fast(), CARD_METRICS, {"max_steps": 2000, "output_dir": "runs/x",
-                              "per_device_batch_size": 32}, {"data": "embedded", "max_length": 64})
+    card = render_t_jepa_card(
+        TJepaConfig.cpu_fast(),
+        CARD_METRICS,
+        {"max_steps": 2000, "output_dir": "runs/x", "per_device_batch_size": 32},
+        {"data": "embedded", "max_length": 64},
+    )
     meta = _front_matter(card)
     assert meta["library_name"] == "hf-jepa" and meta["license"] == "apache-2.0"
     assert meta["pipeline_tag"] == "feature-extraction" and "datasets" not in meta
@@ -452,10 +506,22 @@ def test_t_jepa_card_metadata_and_numbers():
     assert "![](diagnostics.png)" in text
     assert "MI proxy 0.2871 nats (paper: saturates below 0.35 nats)" in text
     # The model, the claim and the paper's figures, labelled as the paper's.
-    for phrase in ("context encoder", "target encoder", "predictor", "centroid degeneracy", "conditional concentration",
-                   "published figures of the paper", "below 0.35 nats", "step 9,340", "~1.57", "chance level",
-                   "keeps rising", "VICReg, Barlow Twins, BYOL", "CPython documentation sentences",
-                   "locally trained WordPiece vocabulary of 8000"):
+    for phrase in (
+        "context encoder",
+        "target encoder",
+        "predictor",
+        "centroid degeneracy",
+        "conditional concentration",
+        "published figures of the paper",
+        "below 0.35 nats",
+        "step 9,340",
+        "~1.57",
+        "chance level",
+        "keeps rising",
+        "VICReg, Barlow Twins, BYOL",
+        "CPython documentation sentences",
+        "locally trained WordPiece vocabulary of 8000",
+    ):
         assert phrase.lower() in text.lower(), phrase
     assert "AutoTokenizer.from_pretrained" in text and 'pipeline("jepa-feature-extraction"' in text
     assert MODEL_ID_PLACEHOLDER in text and "trust_remote_code" not in text
@@ -471,9 +537,21 @@ def test_t_jepa_card_omits_absent_metrics():
     text = card.text
     assert "# MLM baseline (text JEPA study, BERT backbone)" in text and "*baseline* of the study" in text
     assert "| MI proxy, InfoNCE bound (nats) | 0.5000 |" in text
-    for absent in ("Validation loss", "Effective rank of", "Linear-probe accuracy", "Retrieval recall",
-                   "divergence step |", "Training time", "| Device |", "![](", "Objective comparison",
-                   "Against the paper's T-JEPA figures", "| `mi_proxy`", "| `data_source`", "Training (`"):
+    for absent in (
+        "Validation loss",
+        "Effective rank of",
+        "Linear-probe accuracy",
+        "Retrieval recall",
+        "divergence step |",
+        "Training time",
+        "| Device |",
+        "![](",
+        "Objective comparison",
+        "Against the paper's T-JEPA figures",
+        "| `mi_proxy`",
+        "| `data_source`",
+        "Training (`",
+    ):
         assert absent not in text, absent
     assert "This baseline: MI proxy 0.5000 nats" in text
     assert 'from_pretrained("org/mlm")' in text and MODEL_ID_PLACEHOLDER not in text
@@ -491,12 +569,18 @@ def test_t_jepa_card_omits_absent_metrics():
 def test_t_jepa_card_with_auto_map_and_reproduction():
     config = TJepaConfig.tiny(objective="byol")
     config.auto_map = {"AutoConfig": "configuration_t_jepa.TJepaConfig", "AutoModel": "modeling_t_jepa.TJepaModel"}
-    reproduction = {"runs": {"jepa": {"probe_accuracy": 0.15, "mi_proxy": 0.31, "divergence_step": None},
-                             "mlm": {"probe_accuracy": 0.62, "mi_proxy": 1.25, "divergence_step": None},
-                             "byol": {"probe_accuracy": 0.55}},
-                    "train_steps": 3000, "seed": 0}
-    card = render_t_jepa_card(config, json.loads(json.dumps(CARD_METRICS | {"objective": "byol"})),
-                              reproduction=reproduction)
+    reproduction = {
+        "runs": {
+            "jepa": {"probe_accuracy": 0.15, "mi_proxy": 0.31, "divergence_step": None},
+            "mlm": {"probe_accuracy": 0.62, "mi_proxy": 1.25, "divergence_step": None},
+            "byol": {"probe_accuracy": 0.55},
+        },
+        "train_steps": 3000,
+        "seed": 0,
+    }
+    card = render_t_jepa_card(
+        config, json.loads(json.dumps(CARD_METRICS | {"objective": "byol"})), reproduction=reproduction
+    )
     assert card.data.library_name == "transformers" and "trust_remote_code=True" in card.text
     text = card.text
     assert "second_target_mask" in text and "| Objective | BYOL baseline (`byol`) |" in text
@@ -511,10 +595,17 @@ def test_t_jepa_card_with_auto_map_and_reproduction():
 def test_result_rows():
     assert t_jepa_result_rows({}) == [] and i_jepa_result_rows({}) == []
     assert t_jepa_result_rows({"mi_proxy": float("nan"), "probe_accuracy": None, "extra": float("inf")}) == []
-    rows = dict(t_jepa_result_rows({"divergence_step": 9340, "rank_collapse_step": None, "num_processes": 1,
-                                    "device": "cpu", "note": "x|y"}))
-    assert rows == {"Train/validation loss divergence step": "9,340", "Effective-rank collapse step": "not observed",
-                    "Device": "cpu × 1 process", "`note`": "x\\|y"}
+    rows = dict(
+        t_jepa_result_rows(
+            {"divergence_step": 9340, "rank_collapse_step": None, "num_processes": 1, "device": "cpu", "note": "x|y"}
+        )
+    )
+    assert rows == {
+        "Train/validation loss divergence step": "9,340",
+        "Effective-rank collapse step": "not observed",
+        "Device": "cpu × 1 process",
+        "`note`": "x\\|y",
+    }
     image_rows = dict(i_jepa_result_rows({"probe_accuracy": 0.9876, "objective": "i_jepa"}))
     assert image_rows == {"Objective": "i_jepa", "Linear-probe accuracy (digit classification)": "98.76%"}
 
@@ -522,8 +613,13 @@ def test_result_rows():
 def test_i_jepa_card():
     i_jepa = pytest.importorskip("hf_jepa.modeling.i_jepa", reason="the I-JEPA family is not in this checkout")
     config = i_jepa.IJepaConfig.tiny()
-    metrics = {"mi_proxy": 2.3456, "effective_rank": 12.345, "probe_accuracy": 0.9123,
-               "data_source": "Hub ylecun/mnist", "device": "cpu"}
+    metrics = {
+        "mi_proxy": 2.3456,
+        "effective_rank": 12.345,
+        "probe_accuracy": 0.9123,
+        "data_source": "Hub ylecun/mnist",
+        "device": "cpu",
+    }
     card = render_i_jepa_card(config, metrics, {"max_steps": 100}, repo_id="org/i-jepa")
     meta = _front_matter(card)
     assert meta["pipeline_tag"] == "image-feature-extraction" and meta["datasets"] == ["ylecun/mnist"]
@@ -531,12 +627,25 @@ def test_i_jepa_card():
     (result,) = meta["model-index"][0]["results"]
     assert result["task"]["type"] == "image-classification" and result["metrics"][0]["value"] == 0.9123
     text = card.text
-    for row in ("| MI proxy, InfoNCE bound (nats) | 2.3456 |",
-                "| Effective rank of the validation embeddings | 12.35 |",
-                "| Linear-probe accuracy (digit classification) | 91.23% |", "| Data source | Hub ylecun/mnist |"):
+    for row in (
+        "| MI proxy, InfoNCE bound (nats) | 2.3456 |",
+        "| Effective rank of the validation embeddings | 12.35 |",
+        "| Linear-probe accuracy (digit classification) | 91.23% |",
+        "| Data source | Hub ylecun/mnist |",
+    ):
         assert row in text, row
-    for phrase in ("keeps rising", "below 0.35 nats", "9,340", "~1.57", "ViT-H/16", "28x28", "[0.1307]", "[0.3081]",
-                   'from_pretrained("org/i-jepa")', 'pipeline("jepa-feature-extraction", model="org/i-jepa")'):
+    for phrase in (
+        "keeps rising",
+        "below 0.35 nats",
+        "9,340",
+        "~1.57",
+        "ViT-H/16",
+        "28x28",
+        "[0.1307]",
+        "[0.3081]",
+        'from_pretrained("org/i-jepa")',
+        'pipeline("jepa-feature-extraction", model="org/i-jepa")',
+    ):
         assert phrase in text, phrase
     for absent in ("Retrieval recall", "Validation loss", "![](", "| `backbone_config` |", "These are not MNIST"):
         assert absent not in text, absent
@@ -544,4 +653,5 @@ def test_i_jepa_card():
     _tables_are_blocks(text)
     embedded = render_i_jepa_card(config, {"data_source": "embedded scikit-learn digits"}).text
     assert "These are not MNIST digits" in embedded and "datasets" not in _front_matter(
-        render_i_jepa_card(config, {"data_source": "embedded scikit-learn digits"}))
+        render_i_jepa_card(config, {"data_source": "embedded scikit-learn digits"})
+    )

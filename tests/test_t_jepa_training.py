@@ -9,9 +9,9 @@ import torch
 from accelerate.utils import set_seed
 
 from hf_jepa import TJepaConfig, TJepaModel
-from hf_jepa.modeling.i_jepa import IJepaConfig
 from hf_jepa.data.text import TextData, topic_classification_task
 from hf_jepa.metrics.downstream import online_downstream, retrieval_recall
+from hf_jepa.modeling.i_jepa import IJepaConfig
 from hf_jepa.recipes.i_jepa import IJepaDataArguments, IJepaRecipe
 from hf_jepa.recipes.t_jepa import TJepaDataArguments, TJepaRecipe, check_tokenizer
 from hf_jepa.reproductions.t_jepa import format_t_jepa_tables, reproduce_t_jepa
@@ -21,8 +21,6 @@ from hf_jepa.testing.harness import train_quickly
 @pytest.fixture(scope="module")
 def text():
     return TextData("embedded", vocab_size=512)
-
-
 
 
 def _untrained(recipe):
@@ -56,15 +54,25 @@ def test_t_jepa_run_logs_diagnostics_and_saves_tokenizer_card_and_records(text, 
     chance_at_10 = 10 / metrics["retrieval_documents"]
     assert metrics["retrieval_recall_at_1"] <= metrics["retrieval_recall_at_10"], metrics
     assert metrics["retrieval_recall_at_10"] > 4 * chance_at_10, (metrics, chance_at_10)
-    for name in ("tokenizer_config.json", "README.md", "diagnostics.jsonl", "failure_signature.png", "model.safetensors"):
+    for name in (
+        "tokenizer_config.json",
+        "README.md",
+        "diagnostics.jsonl",
+        "failure_signature.png",
+        "model.safetensors",
+    ):
         assert (tmp_path / name).is_file(), name
     lines = (tmp_path / "diagnostics.jsonl").read_text().splitlines()
     assert [json.loads(line)["step"] for line in lines] == [2, 4]
 
 
 # Validation loss on the fixed batch, untrained -> after 30 steps at lr 3e-3 (measured on the 2-core dev machine).
-BASELINE_VAL_LOSS = {"mlm": (6.238, 5.745), "vicreg": (24.750, 17.572), "barlow_twins": (8.414, 6.588),
-                     "byol": (4.438, 1.734)}
+BASELINE_VAL_LOSS = {
+    "mlm": (6.238, 5.745),
+    "vicreg": (24.750, 17.572),
+    "barlow_twins": (8.414, 6.588),
+    "byol": (4.438, 1.734),
+}
 
 
 @pytest.mark.parametrize("objective", ["mlm", "vicreg", "barlow_twins", "byol"])
@@ -72,8 +80,9 @@ def test_baselines_train_through_the_same_recipe(text, tmp_path, objective):
     """Each baseline objective trains through the T-JEPA recipe (~2 s each): every trainable parameter moves, the
     running training loss falls, and the final validation loss is clearly below the untrained model's
     (measured ratios: mlm 0.92, vicreg 0.71, barlow_twins 0.78, byol 0.39)."""
-    recipe = TJepaRecipe(TJepaConfig.tiny(objective=objective), TJepaDataArguments(diagnostics_sentences=16,
-                                                                                  downstream=False), text=text)
+    recipe = TJepaRecipe(
+        TJepaConfig.tiny(objective=objective), TJepaDataArguments(diagnostics_sentences=16, downstream=False), text=text
+    )
     untrained = _untrained(recipe)
     with torch.no_grad():
         untrained_loss = float(untrained(**recipe.fixed_val).loss)
@@ -102,8 +111,10 @@ def test_irreducible_variance_is_zero_without_ambiguity_and_positive_with_it(tmp
 def test_tokenizer_must_match_the_model(text):
     check_tokenizer(TJepaConfig.tiny(), text.tokenizer)
     with pytest.raises(ValueError, match="does not match|do not match"):
-        check_tokenizer(TJepaConfig.tiny(backbone_config=dict(TJepaConfig.tiny().backbone_config.to_dict(),
-                                                              vocab_size=100)), text.tokenizer)
+        check_tokenizer(
+            TJepaConfig.tiny(backbone_config=dict(TJepaConfig.tiny().backbone_config.to_dict(), vocab_size=100)),
+            text.tokenizer,
+        )
     with pytest.raises(ValueError, match="mask_token_id"):
         check_tokenizer(TJepaConfig.tiny(mask_token_id=7), text.tokenizer)
 
@@ -112,15 +123,18 @@ def test_retrieval_recall_by_hand():
     queries = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
     documents = torch.tensor([[1.0, 0.1], [0.0, 1.0], [-1.0, 0.0]])
     assert retrieval_recall(queries, documents, [[0], [2]], ks=(1, 2)) == {
-        "retrieval_recall_at_1": 0.5, "retrieval_recall_at_2": 0.5}
+        "retrieval_recall_at_1": 0.5,
+        "retrieval_recall_at_2": 0.5,
+    }
 
 
 def test_i_jepa_recipe_trains_and_probes(embedded_splits, tmp_path):
     """4 steps on the embedded digits. Measured on the 2-core dev machine: val loss 0.466 (untrained) -> 0.447 ->
     0.441, val MI proxy -0.405 -> -0.346 -> -0.318; digit probe (200 images, 10 classes, largest class 12%) 0.685,
     the same as the untrained encoder's (the EMA target barely moves in 4 steps; it is still 0.68 after 60)."""
-    recipe = IJepaRecipe(IJepaConfig.tiny(), IJepaDataArguments(diagnostics_images=16, probe_images=200),
-                         splits=embedded_splits)
+    recipe = IJepaRecipe(
+        IJepaConfig.tiny(), IJepaDataArguments(diagnostics_images=16, probe_images=200), splits=embedded_splits
+    )
     untrained = recipe.batch_diagnostics(_untrained(recipe), recipe.fixed_val)
     result = train_quickly(recipe, tmp_path)
     first, record = result.history
@@ -135,8 +149,9 @@ def test_i_jepa_recipe_trains_and_probes(embedded_splits, tmp_path):
 
 
 def test_quick_reproduction_writes_tables_and_plots(tmp_path):
-    summary = reproduce_t_jepa(data="embedded", mnist="embedded", output_dir=str(tmp_path), quick=True,
-                               ambiguities=(1, 4), objectives=("mlm",)).summary
+    summary = reproduce_t_jepa(
+        data="embedded", mnist="embedded", output_dir=str(tmp_path), quick=True, ambiguities=(1, 4), objectives=("mlm",)
+    ).summary
     assert {"t-jepa", "i-jepa", "mlm", "untrained encoder", "ambiguity-1", "ambiguity-4"} <= set(summary["runs"])
     table = (tmp_path / "results.md").read_text()
     assert table == format_t_jepa_tables(summary) + "\n" and "| T-JEPA (text) |" in table
@@ -157,6 +172,9 @@ def test_pretrained_backbone_brings_its_config_and_tokenizer(text, tmp_path):
     folder = str(importlib.resources.files(package) / "model")
     args = TJepaDataArguments(backbone=folder, diagnostics_sentences=8, downstream=False, plot=False)
     recipe = TJepaRecipe(TJepaConfig.tiny(), args)
-    assert recipe.config.backbone_config.hidden_size == 384 and recipe.config.mask_token_id == recipe.tokenizer.mask_token_id
+    assert (
+        recipe.config.backbone_config.hidden_size == 384
+        and recipe.config.mask_token_id == recipe.tokenizer.mask_token_id
+    )
     result = train_quickly(recipe, tmp_path, max_steps=1, logging_steps=1, per_device_batch_size=2, save_model=False)
     assert result.metrics["objective"] == "jepa" and len(recipe.tokenizer) == 30522

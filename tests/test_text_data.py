@@ -61,7 +61,7 @@ def test_extraction_rules_on_a_crafted_page():
             "",
             "   Still inside the literal block, even though It Looks Like Prose.",
             "",
-            'Grammar productions such as these are never kept in the output.',
+            "Grammar productions such as these are never kept in the output.",
             '   demo_stmt ::= "demo" expression',
             "",
             "* Bullet items become their own paragraphs and lose their",

@@ -1,4 +1,3 @@
-
 import copy
 import json
 import math
@@ -9,6 +8,8 @@ import torch
 from torch import nn
 
 from hf_jepa.modeling.bro_jepa import BroJepaConfig, BroJepaModel
+from hf_jepa.recipes.bro_jepa import BroJepaDataArguments, BroJepaRecipe
+from hf_jepa.testing.harness import load_rank_states, run_in_two_processes, save_rank_state
 from hf_jepa.trainers import (
     JepaTrainer,
     TrainingArguments,
@@ -19,9 +20,6 @@ from hf_jepa.trainers import (
     warmup_cosine_lambda,
 )
 from hf_jepa.trainers import trainer as trainer_module
-from hf_jepa.recipes.bro_jepa import BroJepaDataArguments, BroJepaRecipe
-from hf_jepa.testing.harness import load_rank_states, run_in_two_processes, save_rank_state
-
 
 # ---------------------------------------------------------------------------------------------------------- helpers
 
@@ -247,7 +245,11 @@ def test_resumed_run_keeps_checkpointing(embedded_splits, tmp_path):
     train(embedded_splits, tmp_path, max_steps=6, save_steps=2, save_total_limit=None)
     assert sorted(p.name for p in checkpoints.iterdir()) == ["checkpoint_0", "checkpoint_1"]  # steps 2 and 4
     train(
-        embedded_splits, tmp_path, max_steps=6, save_steps=2, save_total_limit=None,
+        embedded_splits,
+        tmp_path,
+        max_steps=6,
+        save_steps=2,
+        save_total_limit=None,
         resume_from_checkpoint=str(checkpoints / "checkpoint_0"),
     )
     assert sorted(p.name for p in checkpoints.iterdir()) == ["checkpoint_0", "checkpoint_1", "checkpoint_2"]
@@ -319,7 +321,9 @@ def test_two_process_training_keeps_ranks_identical(embedded_splits, tmp_path):
     assert any(n.startswith("context_encoder.") for n in names)
     # Every parameter - context encoder (DDP-averaged gradients) and the EMA target encoder - is bit-identical across
     # ranks although each rank trained on different batches.
-    target_names = [k for k in states[0] if k.startswith("target_encoder.") and "running_" not in k and "num_batches" not in k]
+    target_names = [
+        k for k in states[0] if k.startswith("target_encoder.") and "running_" not in k and "num_batches" not in k
+    ]
     assert target_names
     for key in names + target_names:
         assert torch.equal(states[0][key], states[1][key]), key

@@ -44,8 +44,10 @@ def result_rows(metrics: Mapping[str, Any], seen_operations: Iterable[int] = (-1
     ops = sorted(_per_operation(metrics, "accuracy_per_operation"))
     unseen = [k for k in ops if k not in seen and k != 0]
     magnitudes = sorted({abs(k) for k in unseen})
-    if unseen and set(unseen) == {s * m for m in magnitudes for s in (-1, 1)} and magnitudes == list(
-        range(magnitudes[0], magnitudes[-1] + 1)
+    if (
+        unseen
+        and set(unseen) == {s * m for m in magnitudes for s in (-1, 1)}
+        and magnitudes == list(range(magnitudes[0], magnitudes[-1] + 1))
     ):
         unseen_text = f"±{magnitudes[0]}…±{magnitudes[-1]}"
     else:
@@ -54,16 +56,24 @@ def result_rows(metrics: Mapping[str, Any], seen_operations: Iterable[int] = (-1
     rows: list[tuple[str, str]] = []
     for key, name in (
         ("seen_accuracy", f"Seen-operation accuracy (k = {seen_text})"),
-        ("zero_shot_accuracy", f"Zero-shot accuracy, mean over {len(unseen)} unseen ops ({unseen_text})" if unseen
-         else "Zero-shot accuracy, unseen ops"),
+        (
+            "zero_shot_accuracy",
+            f"Zero-shot accuracy, mean over {len(unseen)} unseen ops ({unseen_text})"
+            if unseen
+            else "Zero-shot accuracy, unseen ops",
+        ),
         ("rollout_accuracy", "Rollout accuracy, unseen ops (repeated ±1 steps)"),
         ("rollout_seen_accuracy", "Rollout accuracy, seen ops"),
     ):
         if key in metrics and metrics[key] is not None:
             rows.append((name, _percent(metrics[key])))
     if _is_number(metrics.get("prototype_off_diagonal_cosine")):
-        rows.append(("Prototype off-diagonal cosine (lower = better separated)",
-                     f"{metrics['prototype_off_diagonal_cosine']:.4f}"))
+        rows.append(
+            (
+                "Prototype off-diagonal cosine (lower = better separated)",
+                f"{metrics['prototype_off_diagonal_cosine']:.4f}",
+            )
+        )
     if metrics.get("eval_images") is not None:
         rows.append(("Test images evaluated", str(metrics["eval_images"])))
     return rows + _run_rows(metrics)
@@ -95,8 +105,9 @@ def _eval_results(metrics: Mapping, config, mnist: bool) -> list[EvalResult]:
     if mnist:
         dataset = dict(dataset_type=MNIST_HUB_ID, dataset_name="MNIST", dataset_split="test")
     else:
-        dataset = dict(dataset_type="sklearn-digits", dataset_name="scikit-learn digits (upscaled to 28x28)",
-                       dataset_split="test")
+        dataset = dict(
+            dataset_type="sklearn-digits", dataset_name="scikit-learn digits (upscaled to 28x28)", dataset_split="test"
+        )
     task = dict(task_type="modular-arithmetic", task_name=f"Modular arithmetic y = (x + k) mod {config.modulus}")
     results = []
     for key, config_name, name in (
@@ -106,8 +117,16 @@ def _eval_results(metrics: Mapping, config, mnist: bool) -> list[EvalResult]:
     ):
         value = metrics.get(key)
         if _is_number(value):
-            results.append(EvalResult(**task, **dataset, metric_type="accuracy", metric_value=float(value),
-                                      metric_name=name, metric_config=config_name))
+            results.append(
+                EvalResult(
+                    **task,
+                    **dataset,
+                    metric_type="accuracy",
+                    metric_value=float(value),
+                    metric_name=name,
+                    metric_config=config_name,
+                )
+            )
     return results
 
 
@@ -170,8 +189,9 @@ def render_card(
     ]
     data_note = None
     if not mnist and metrics.get("data_source"):
-        data_note = (f"Data: {metrics['data_source']}. This is not MNIST, so these numbers are not comparable with the "
-                     "paper's.")
+        data_note = (
+            f"Data: {metrics['data_source']}. This is not MNIST, so these numbers are not comparable with the paper's."
+        )
 
     return _render(
         "bro_jepa.md",
@@ -192,7 +212,9 @@ def render_card(
         supervised=config.objective == "supervised",
         remote_code=remote_code,
         pca_plot=metrics.get("pca_plot"),
-        zero_shot_text=_percent(metrics["zero_shot_accuracy"]) if _is_number(metrics.get("zero_shot_accuracy")) else None,
+        zero_shot_text=_percent(metrics["zero_shot_accuracy"])
+        if _is_number(metrics.get("zero_shot_accuracy"))
+        else None,
         rollout_text=_percent(metrics["rollout_accuracy"]) if _is_number(metrics.get("rollout_accuracy")) else None,
         hf_jepa_version=_version(),
     )

@@ -34,8 +34,14 @@ LICENSE = "apache-2.0"
 MODEL_ID_PLACEHOLDER = "path/to/hf-jepa-model"
 # TrainingArguments fields that describe housekeeping, not the training recipe: left out of the card.
 TRAINING_HOUSEKEEPING = {
-    "output_dir", "logging_steps", "save_steps", "save_total_limit", "resume_from_checkpoint", "log_with",
-    "disable_progress_bar", "save_model",
+    "output_dir",
+    "logging_steps",
+    "save_steps",
+    "save_total_limit",
+    "resume_from_checkpoint",
+    "log_with",
+    "disable_progress_bar",
+    "save_model",
 }
 _TEMPLATE_PACKAGE = "hf_jepa.model_cards"
 
@@ -128,7 +134,9 @@ def _as_dict(obj: Any) -> dict[str, Any]:
 
 def _config_rows(config) -> list[tuple[str, str]]:
     """The family's own config fields, in declaration order."""
-    return [(name, _format_value(getattr(config, name))) for name in config_fields(type(config)) if hasattr(config, name)]
+    return [
+        (name, _format_value(getattr(config, name))) for name in config_fields(type(config)) if hasattr(config, name)
+    ]
 
 
 def _data_is_mnist(metrics: Mapping, data_args: Mapping) -> bool:

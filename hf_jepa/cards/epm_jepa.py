@@ -78,10 +78,14 @@ def result_rows(metrics: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 def _eval_results(metrics: Mapping, mnist: bool, data_source: str | None) -> list[EvalResult]:
     digits = "MNIST test digits" if mnist else (f"{data_source} (not MNIST)" if data_source else "unknown digits")
-    dataset = dict(dataset_type="moving-mnist-gravity", dataset_name=f"Moving MNIST with gravity (hf-jepa; {digits})",
-                   dataset_split="test")
-    task = dict(task_type="latent-world-model",
-                task_name="One-step latent prediction (normalised error D, lower is better)")
+    dataset = dict(
+        dataset_type="moving-mnist-gravity",
+        dataset_name=f"Moving MNIST with gravity (hf-jepa; {digits})",
+        dataset_split="test",
+    )
+    task = dict(
+        task_type="latent-world-model", task_name="One-step latent prediction (normalised error D, lower is better)"
+    )
     results = []
     for key, config_name, name in (
         ("d_shift", "shift", "D_shift (shifted gravity)"),
@@ -89,8 +93,16 @@ def _eval_results(metrics: Mapping, mnist: bool, data_source: str | None) -> lis
     ):
         value = metrics.get(key)
         if _is_number(value):
-            results.append(EvalResult(**task, **dataset, metric_type="normalized_prediction_error",
-                                      metric_value=float(value), metric_name=name, metric_config=config_name))
+            results.append(
+                EvalResult(
+                    **task,
+                    **dataset,
+                    metric_type="normalized_prediction_error",
+                    metric_value=float(value),
+                    metric_name=name,
+                    metric_config=config_name,
+                )
+            )
     return results
 
 
@@ -101,8 +113,10 @@ def _reproduction_text(reproduction: Any) -> tuple[str | None, str | None]:
     if reproduction is None:
         return None, None
     if not (hasattr(reproduction, "summary") and hasattr(reproduction, "table")):
-        raise TypeError("reproduction: pass the ReproductionResult of reproduce_epm_jepa (with .summary and .table), "
-                        f"not {type(reproduction).__name__}")
+        raise TypeError(
+            "reproduction: pass the ReproductionResult of reproduce_epm_jepa (with .summary and .table), "
+            f"not {type(reproduction).__name__}"
+        )
     summary = reproduction.summary
     if not summary:
         return None, None
@@ -176,8 +190,10 @@ def render_card(
     if stage == "adapt":
         steps = metrics.get("train_steps", training.get("max_steps"))
         n_text = f"n = {steps} " if steps is not None else ""
-        stage_text = (f"after the experience phase ({n_text}optimiser steps on shifted sequences, started from a "
-                      "vanilla base pretrained on g = 0)")
+        stage_text = (
+            f"after the experience phase ({n_text}optimiser steps on shifted sequences, started from a "
+            "vanilla base pretrained on g = 0)"
+        )
     elif stage == "pretrain":
         stage_text = "pretrained on the training distribution (g = 0, no gravity), before any experience"
     else:
@@ -188,8 +204,10 @@ def render_card(
         shift_range = f"({data['shift_gravity_min']:g}, {data['shift_gravity_max']:g}]"
     data_note = None
     if not mnist and metrics.get("data_source"):
-        data_note = (f"Digits: {metrics['data_source']}. These are not MNIST digits, so the numbers are not "
-                     "comparable with the paper's.")
+        data_note = (
+            f"Digits: {metrics['data_source']}. These are not MNIST digits, so the numbers are not "
+            "comparable with the paper's."
+        )
     reproduction_table, reproduction_note = _reproduction_text(reproduction)
 
     return _render(
@@ -225,8 +243,9 @@ def render_card(
         remote_code=remote_code,
         diagnostics_plot=metrics.get("diagnostics_plot"),
         d_shift_text=_number(metrics["d_shift"]) if _is_number(metrics.get("d_shift")) else None,
-        copy_last_text=(_number(metrics["d_shift_copy_last"]) if _is_number(metrics.get("d_shift_copy_last"))
-                        else None),
+        copy_last_text=(
+            _number(metrics["d_shift_copy_last"]) if _is_number(metrics.get("d_shift_copy_last")) else None
+        ),
         reproduction_table=reproduction_table,
         reproduction_note=reproduction_note,
         hf_jepa_version=_version(),

@@ -61,11 +61,17 @@ def render_card(
         dataset = dict(dataset_type=MNIST_HUB_ID, dataset_name="MNIST", dataset_split="test")
     else:
         source = metrics.get("data_source")
-        dataset = dict(dataset_type="hf-jepa-images", dataset_name=str(source) if source else "unknown images",
-                       dataset_split="test")
+        dataset = dict(
+            dataset_type="hf-jepa-images",
+            dataset_name=str(source) if source else "unknown images",
+            dataset_split="test",
+        )
     eval_results = paradox_eval_results(
-        metrics, dict(task_type="image-classification", task_name="Linear probe on frozen image embeddings"),
-        dataset, None)
+        metrics,
+        dict(task_type="image-classification", task_name="Linear probe on frozen image embeddings"),
+        dataset,
+        None,
+    )
     card_data = ModelCardData(
         library_name="transformers" if remote_code else LIBRARY_NAME,
         license=LICENSE,

@@ -28,19 +28,37 @@ CARD_TAGS = ["jepa", "jepa-reasoner", "latent-reasoning", "hypersphere", "synthe
 
 # model_type -> (role, model-index name, one-line description)
 _ROLES = {
-    "jepa_reasoner": ("JEPA-Reasoner (latent reasoner)", "jepa-reasoner",
-                      "The reasoner alone: it turns a prompt into a latent chain; pair it with a Talker to get text."),
-    "jepa_mono_talker": ("Mono-Talker", "jepa-mono-talker",
-                         "A Mono-Talker (decoder only) trained on a frozen reasoner's latent chains."),
-    "jepa_dual_talker": ("Dual-Talker", "jepa-dual-talker",
-                         "A Dual-Talker (context encoder + decoder) trained on a frozen reasoner's latent chains."),
-    "jepa_reasoner_with_talker": ("JEPA-Reasoner + Talker", "jepa-reasoner-with-talker",
-                                  "A reasoner and its Talker in one checkpoint: text in, latent chain, text out."),
-    "jepa_coupled_lm": ("coupled transformer (baseline)", "jepa-coupled-lm",
-                        "The paper's coupled baseline: a standard next-token transformer of the reasoner's size."),
-    "jepa_coconut": ("COCONUT-style latent LM (baseline)", "jepa-coconut",
-                     "The coupled latent baseline: continuous thoughts (the last hidden state fed back as the next "
-                     "input embedding) between prompt and answer, then tokens, in one model."),
+    "jepa_reasoner": (
+        "JEPA-Reasoner (latent reasoner)",
+        "jepa-reasoner",
+        "The reasoner alone: it turns a prompt into a latent chain; pair it with a Talker to get text.",
+    ),
+    "jepa_mono_talker": (
+        "Mono-Talker",
+        "jepa-mono-talker",
+        "A Mono-Talker (decoder only) trained on a frozen reasoner's latent chains.",
+    ),
+    "jepa_dual_talker": (
+        "Dual-Talker",
+        "jepa-dual-talker",
+        "A Dual-Talker (context encoder + decoder) trained on a frozen reasoner's latent chains.",
+    ),
+    "jepa_reasoner_with_talker": (
+        "JEPA-Reasoner + Talker",
+        "jepa-reasoner-with-talker",
+        "A reasoner and its Talker in one checkpoint: text in, latent chain, text out.",
+    ),
+    "jepa_coupled_lm": (
+        "coupled transformer (baseline)",
+        "jepa-coupled-lm",
+        "The paper's coupled baseline: a standard next-token transformer of the reasoner's size.",
+    ),
+    "jepa_coconut": (
+        "COCONUT-style latent LM (baseline)",
+        "jepa-coconut",
+        "The coupled latent baseline: continuous thoughts (the last hidden state fed back as the next "
+        "input embedding) between prompt and answer, then tokens, in one model.",
+    ),
 }
 
 _METRICS = {
@@ -66,13 +84,27 @@ def result_rows(metrics: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 
 def _architecture_rows(config) -> list[tuple[str, str]]:
-    subs = [("reasoner", config.reasoner_config), ("talker", config.talker_config)] \
-        if getattr(config, "model_type", "") == "jepa_reasoner_with_talker" else [("", config)]
+    subs = (
+        [("reasoner", config.reasoner_config), ("talker", config.talker_config)]
+        if getattr(config, "model_type", "") == "jepa_reasoner_with_talker"
+        else [("", config)]
+    )
     rows = []
     for prefix, sub in subs:
-        for key in ("vocab_size", "hidden_size", "num_encoder_layers", "num_hidden_layers", "num_context_layers",
-                    "num_attention_heads", "intermediate_size", "latent_size", "num_reasoning_steps",
-                    "num_latent_thoughts", "cosine_loss_scale", "max_position_embeddings"):
+        for key in (
+            "vocab_size",
+            "hidden_size",
+            "num_encoder_layers",
+            "num_hidden_layers",
+            "num_context_layers",
+            "num_attention_heads",
+            "intermediate_size",
+            "latent_size",
+            "num_reasoning_steps",
+            "num_latent_thoughts",
+            "cosine_loss_scale",
+            "max_position_embeddings",
+        ):
             if hasattr(sub, key):
                 rows.append((f"{prefix} {key}".strip(), _format_value(getattr(sub, key))))
     return rows
@@ -102,8 +134,12 @@ def render_card(
     role, model_name, role_text = _ROLES.get(model_type, (model_type, model_type, ""))
     remote_code = bool(getattr(config, "auto_map", None))
     training_rows, data_rows = _settings_rows(training, data, metrics)
-    card_data = ModelCardData(library_name="transformers" if remote_code else LIBRARY_NAME, license=LICENSE,
-                              tags=[*CARD_TAGS, LIBRARY_NAME], model_name=model_name)
+    card_data = ModelCardData(
+        library_name="transformers" if remote_code else LIBRARY_NAME,
+        license=LICENSE,
+        tags=[*CARD_TAGS, LIBRARY_NAME],
+        model_name=model_name,
+    )
     steps = getattr(getattr(config, "reasoner_config", config), "num_reasoning_steps", 8)
     return _render(
         "jepa_reasoner.md",

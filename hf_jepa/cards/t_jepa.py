@@ -43,21 +43,36 @@ CARD_TAGS = ["jepa", "t-jepa", "jepa-paradox", "text", "bert", "self-supervised"
 
 # objective -> (display name, model-index name, one-line description)
 OBJECTIVES = {
-    "jepa": ("T-JEPA", "t-jepa",
-             "latent prediction: the predictor regresses the EMA target encoder's layer-normalised token "
-             "representations of the target spans from the context"),
-    "mlm": ("MLM baseline", "t-jepa-mlm-baseline",
-            "BERT masked language modelling: the same spans are replaced by `[MASK]` and their tokens predicted with "
-            "a softmax over the vocabulary (cross-entropy)"),
-    "vicreg": ("VICReg baseline", "t-jepa-vicreg-baseline",
-               "VICReg on two views of each sentence (two independent span maskings): invariance + variance + "
-               "covariance terms on the projected, mean-pooled encoder outputs"),
-    "barlow_twins": ("Barlow Twins baseline", "t-jepa-barlow-twins-baseline",
-                     "Barlow Twins on two views of each sentence: the cross-correlation of the projected, mean-pooled "
-                     "encoder outputs is pushed towards the identity"),
-    "byol": ("BYOL baseline", "t-jepa-byol-baseline",
-             "BYOL on two views of each sentence: an online predictor regresses the EMA target network's projection "
-             "of the other view (cosine loss, symmetrised)"),
+    "jepa": (
+        "T-JEPA",
+        "t-jepa",
+        "latent prediction: the predictor regresses the EMA target encoder's layer-normalised token "
+        "representations of the target spans from the context",
+    ),
+    "mlm": (
+        "MLM baseline",
+        "t-jepa-mlm-baseline",
+        "BERT masked language modelling: the same spans are replaced by `[MASK]` and their tokens predicted with "
+        "a softmax over the vocabulary (cross-entropy)",
+    ),
+    "vicreg": (
+        "VICReg baseline",
+        "t-jepa-vicreg-baseline",
+        "VICReg on two views of each sentence (two independent span maskings): invariance + variance + "
+        "covariance terms on the projected, mean-pooled encoder outputs",
+    ),
+    "barlow_twins": (
+        "Barlow Twins baseline",
+        "t-jepa-barlow-twins-baseline",
+        "Barlow Twins on two views of each sentence: the cross-correlation of the projected, mean-pooled "
+        "encoder outputs is pushed towards the identity",
+    ),
+    "byol": (
+        "BYOL baseline",
+        "t-jepa-byol-baseline",
+        "BYOL on two views of each sentence: an online predictor regresses the EMA target network's projection "
+        "of the other view (cosine loss, symmetrised)",
+    ),
 }
 # Step metrics: present with the value None means "looked for, not observed in the run".
 _STEP_METRICS = {
@@ -66,9 +81,25 @@ _STEP_METRICS = {
     "rank_collapse_step": "Effective-rank collapse step",
 }
 _PARADOX_KNOWN_KEYS = {
-    "objective", "val_loss", "mi_proxy", "effective_rank", "cosine_mean", "cosine_variance", "embedding_std",
-    "probe_accuracy", "retrieval_recall_at_1", "retrieval_recall_at_10", "irreducible_variance", *_STEP_METRICS,
-    "data_source", "diagnostics_plot", "train_time_s", "train_steps", "device", "num_processes", "hardware",
+    "objective",
+    "val_loss",
+    "mi_proxy",
+    "effective_rank",
+    "cosine_mean",
+    "cosine_variance",
+    "embedding_std",
+    "probe_accuracy",
+    "retrieval_recall_at_1",
+    "retrieval_recall_at_10",
+    "irreducible_variance",
+    *_STEP_METRICS,
+    "data_source",
+    "diagnostics_plot",
+    "train_time_s",
+    "train_steps",
+    "device",
+    "num_processes",
+    "hardware",
 }
 
 
@@ -123,22 +154,40 @@ def paradox_result_rows(metrics: Mapping[str, Any], image: bool) -> list[tuple[s
     return rows + _run_rows(metrics) + _generic_rows(metrics, _PARADOX_KNOWN_KEYS)
 
 
-def paradox_eval_results(metrics: Mapping, task: dict, probe_dataset: dict, retrieval_dataset: dict | None,
-                         ) -> list[EvalResult]:
+def paradox_eval_results(
+    metrics: Mapping,
+    task: dict,
+    probe_dataset: dict,
+    retrieval_dataset: dict | None,
+) -> list[EvalResult]:
     """`model-index` entries: the linear probe on `probe_dataset`, and next-sentence retrieval when
     `retrieval_dataset` is given (those of the metrics present)."""
     results = []
     if _is_number(metrics.get("probe_accuracy")):
-        results.append(EvalResult(**task, **probe_dataset, metric_type="accuracy",
-                                  metric_value=float(metrics["probe_accuracy"]), metric_name="Linear-probe accuracy",
-                                  metric_config="linear_probe"))
+        results.append(
+            EvalResult(
+                **task,
+                **probe_dataset,
+                metric_type="accuracy",
+                metric_value=float(metrics["probe_accuracy"]),
+                metric_name="Linear-probe accuracy",
+                metric_config="linear_probe",
+            )
+        )
     if retrieval_dataset is not None:
         for key, k in (("retrieval_recall_at_1", 1), ("retrieval_recall_at_10", 10)):
             if _is_number(metrics.get(key)):
-                results.append(EvalResult(task_type="sentence-similarity", task_name="Next-sentence retrieval",
-                                          **retrieval_dataset, metric_type=f"recall_at_{k}",
-                                          metric_value=float(metrics[key]), metric_name=f"Recall@{k}",
-                                          metric_config="retrieval"))
+                results.append(
+                    EvalResult(
+                        task_type="sentence-similarity",
+                        task_name="Next-sentence retrieval",
+                        **retrieval_dataset,
+                        metric_type=f"recall_at_{k}",
+                        metric_value=float(metrics[key]),
+                        metric_name=f"Recall@{k}",
+                        metric_config="retrieval",
+                    )
+                )
     return results
 
 
@@ -150,15 +199,22 @@ def reproduction_table(reproduction: Any, label: str) -> tuple[str | None, str |
     if not reproduction:
         return None, None
     runs = reproduction.get("runs") or reproduction.get("objectives") or {}
-    columns = [(key, name) for key, name in (
-        ("probe_accuracy", "Probe accuracy"), ("retrieval_recall_at_1", "Recall@1"), ("mi_proxy", "MI proxy (nats)"),
-        ("effective_rank", "Effective rank"), ("cosine_mean", "Mean cosine"), ("val_loss", "Validation loss"),
-        ("divergence_step", "Divergence step"),
-    ) if any(isinstance(m, Mapping) and key in m for m in runs.values())]
+    columns = [
+        (key, name)
+        for key, name in (
+            ("probe_accuracy", "Probe accuracy"),
+            ("retrieval_recall_at_1", "Recall@1"),
+            ("mi_proxy", "MI proxy (nats)"),
+            ("effective_rank", "Effective rank"),
+            ("cosine_mean", "Mean cosine"),
+            ("val_loss", "Validation loss"),
+            ("divergence_step", "Divergence step"),
+        )
+        if any(isinstance(m, Mapping) and key in m for m in runs.values())
+    ]
     table = None
     if runs and columns:
-        lines = [f"| {label} | " + " | ".join(name for _, name in columns) + " |",
-                 "|---|" + "---|" * len(columns)]
+        lines = [f"| {label} | " + " | ".join(name for _, name in columns) + " |", "|---|" + "---|" * len(columns)]
         for run, run_metrics in runs.items():
             run_metrics = run_metrics if isinstance(run_metrics, Mapping) else {}
             cells = []
@@ -167,8 +223,11 @@ def reproduction_table(reproduction: Any, label: str) -> tuple[str | None, str |
                 if key in ("probe_accuracy", "retrieval_recall_at_1") and _is_number(value):
                     cells.append(_percent(value))
                 elif key == "divergence_step":
-                    cells.append("not observed" if key in run_metrics and value is None
-                                 else (f"{int(value):,}" if _is_number(value) else "–"))
+                    cells.append(
+                        "not observed"
+                        if key in run_metrics and value is None
+                        else (f"{int(value):,}" if _is_number(value) else "–")
+                    )
                 elif _is_number(value):
                     cells.append(_number(value, 2 if key == "effective_rank" else 4))
                 else:
@@ -176,9 +235,13 @@ def reproduction_table(reproduction: Any, label: str) -> tuple[str | None, str |
             name = OBJECTIVES.get(run, (run,))[0]
             lines.append(f"| {_format_value(name)} | " + " | ".join(cells) + " |")
         table = "\n".join(lines)
-    notes = [f"{key}: {_format_value(value)}" for key, value in reproduction.items()
-             if key not in ("runs", "objectives", "quick") and not isinstance(value, (dict, list, tuple))
-             and value is not None]
+    notes = [
+        f"{key}: {_format_value(value)}"
+        for key, value in reproduction.items()
+        if key not in ("runs", "objectives", "quick")
+        and not isinstance(value, (dict, list, tuple))
+        and value is not None
+    ]
     note = "; ".join(notes) or None
     if reproduction.get("quick"):
         note = (note + ". " if note else "") + "**Smoke run (`--quick`): tiny models, a few steps; not a result.**"
@@ -235,20 +298,33 @@ def render_card(
     objective = config.objective
     display, model_name, objective_text = OBJECTIVES.get(objective, (objective, f"t-jepa-{objective}", ""))
     backbone = config.backbone_config
-    is_bert_large = (backbone.hidden_size, backbone.num_hidden_layers, backbone.num_attention_heads,
-                     backbone.intermediate_size) == (1024, 24, 16, 4096)
+    is_bert_large = (
+        backbone.hidden_size,
+        backbone.num_hidden_layers,
+        backbone.num_attention_heads,
+        backbone.intermediate_size,
+    ) == (1024, 24, 16, 4096)
     c4 = _text_data_is_c4(metrics, data)
     remote_code = bool(getattr(config, "auto_map", None))
     corpus = metrics.get("data_source") or None
-    probe_dataset = dict(dataset_type="hf-jepa-pydoc-topics", dataset_name="CPython documentation sentences, "
-                         "coarse topic classes (hf-jepa)", dataset_split="test")
-    retrieval_dataset = dict(dataset_type="hf-jepa-pydoc-next-sentence", dataset_name="CPython documentation "
-                             "sentences, next-sentence retrieval (hf-jepa)", dataset_split="test")
+    probe_dataset = dict(
+        dataset_type="hf-jepa-pydoc-topics",
+        dataset_name="CPython documentation sentences, coarse topic classes (hf-jepa)",
+        dataset_split="test",
+    )
+    retrieval_dataset = dict(
+        dataset_type="hf-jepa-pydoc-next-sentence",
+        dataset_name="CPython documentation sentences, next-sentence retrieval (hf-jepa)",
+        dataset_split="test",
+    )
     if metrics.get("data_source") and not c4 and "embedded" not in str(metrics["data_source"]).lower():
         probe_dataset["dataset_name"] = retrieval_dataset["dataset_name"] = str(metrics["data_source"])
     eval_results = paradox_eval_results(
-        metrics, dict(task_type="text-classification", task_name="Linear probe on frozen sentence embeddings"),
-        probe_dataset, retrieval_dataset)
+        metrics,
+        dict(task_type="text-classification", task_name="Linear probe on frozen sentence embeddings"),
+        probe_dataset,
+        retrieval_dataset,
+    )
     card_data = ModelCardData(
         library_name="transformers" if remote_code else LIBRARY_NAME,
         license=LICENSE,
@@ -265,8 +341,9 @@ def render_card(
     return _render(
         "t_jepa.md",
         card_data,
-        title=f"{display} (text JEPA study, BERT backbone)" if objective != "jepa" else
-        "T-JEPA: I-JEPA's latent prediction on text (BERT backbone)",
+        title=f"{display} (text JEPA study, BERT backbone)"
+        if objective != "jepa"
+        else "T-JEPA: I-JEPA's latent prediction on text (BERT backbone)",
         objective=objective,
         objective_name=display,
         objective_text=objective_text,
@@ -300,8 +377,11 @@ def render_card(
         mi_text=number("mi_proxy"),
         rank_text=number("effective_rank", 2),
         probe_text=_percent(metrics["probe_accuracy"]) if _is_number(metrics.get("probe_accuracy")) else None,
-        divergence_text=(f"{int(divergence):,}" if _is_number(divergence) else
-                         ("not observed" if "divergence_step" in metrics and divergence is None else None)),
+        divergence_text=(
+            f"{int(divergence):,}"
+            if _is_number(divergence)
+            else ("not observed" if "divergence_step" in metrics and divergence is None else None)
+        ),
         reproduction_table=table,
         reproduction_note=note,
         hf_jepa_version=_version(),

@@ -50,7 +50,6 @@ from .text import (
     train_wordpiece_tokenizer,
 )
 
-
 __all__ = [
     "REASONING_TASKS",
     "ArithmeticWordProblems",

@@ -128,9 +128,11 @@ class SpanMaskingCollator:
             key = self.text_column if self.text_column in examples else "input_ids"
             if key not in examples:
                 raise ValueError(f"examples has neither a {self.text_column!r} nor an 'input_ids' column")
-            examples = list(examples[key]) if key == self.text_column else [
-                {"input_ids": ids} for ids in examples["input_ids"]
-            ]
+            examples = (
+                list(examples[key])
+                if key == self.text_column
+                else [{"input_ids": ids} for ids in examples["input_ids"]]
+            )
         if isinstance(examples, (str, bytes)) or not isinstance(examples, (list, tuple)):
             raise ValueError(f"examples must be a list of texts or features, got {type(examples).__name__}")
         if not examples:
@@ -416,9 +418,7 @@ class MultiBlockMaskSampler:
         cols = torch.arange(self.width).view(1, 1, -1)
         return (rows >= tops) & (rows < tops + h) & (cols >= lefts) & (cols < lefts + w)
 
-    def sample(
-        self, batch_size: int, step: int = 0, rank: int = 0, generator: torch.Generator | None = None
-    ) -> dict:
+    def sample(self, batch_size: int, step: int = 0, rank: int = 0, generator: torch.Generator | None = None) -> dict:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         generator = self._generator(step, rank) if generator is None else generator

@@ -5,14 +5,12 @@ import logging
 import os
 from pathlib import Path
 
+import datasets
 import numpy as np
 import torch
-
-import datasets
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Image
 
 from .sources import MNIST_HUB_ID, is_offline
-
 
 logger = logging.getLogger(__name__)
 
@@ -132,4 +130,6 @@ class MnistSplits:
         self.source = mnist_source_description(dataset)
         self.train_images, self.train_labels = images_to_tensor(dataset["train"])
         self.test_images, self.test_labels = images_to_tensor(dataset["test"])
-        logger.info("MNIST from %s: %d train / %d test images", self.source, len(self.train_labels), len(self.test_labels))
+        logger.info(
+            "MNIST from %s: %d train / %d test images", self.source, len(self.train_labels), len(self.test_labels)
+        )

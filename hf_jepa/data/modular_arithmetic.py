@@ -9,7 +9,6 @@ from dataclasses import dataclass
 
 import torch
 
-
 TRAIN_OPERATIONS = (-1, 1)
 
 
@@ -60,7 +59,9 @@ class ModularArithmeticTask:
 
     def __post_init__(self):
         if self.images.dtype != torch.uint8 or self.images.ndim != 3:
-            raise ValueError(f"images must be a uint8 tensor (N, H, W), got {self.images.dtype} {tuple(self.images.shape)}")
+            raise ValueError(
+                f"images must be a uint8 tensor (N, H, W), got {self.images.dtype} {tuple(self.images.shape)}"
+            )
         if self.labels.shape != (self.images.shape[0],):
             raise ValueError(f"labels must have shape ({self.images.shape[0]},), got {tuple(self.labels.shape)}")
         if not self.operations:

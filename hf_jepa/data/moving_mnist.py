@@ -34,7 +34,6 @@ from dataclasses import dataclass
 
 import torch
 
-
 DIGIT_SIZE = 28
 TRAIN_GRAVITY = 0.0
 SHIFT_GRAVITY = (0.0, 0.5)

@@ -3,7 +3,6 @@ the Hub may be reached (`is_offline`)."""
 
 import os
 
-
 MNIST_HUB_ID = "ylecun/mnist"
 C4_HUB_ID = "allenai/c4"
 IMDB_HUB_ID = "stanfordnlp/imdb"

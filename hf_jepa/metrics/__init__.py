@@ -33,7 +33,6 @@ from .world_model import (
     plot_world_model_diagnostics,
 )
 
-
 EVALUATE_MODULES_DIR = Path(__file__).parent / "evaluate_modules"
 
 

@@ -15,8 +15,13 @@ def embed_texts(model, tokenizer, texts: list[str], max_length: int, batch_size:
     chunks = []
     try:
         for start in range(0, len(texts), batch_size):
-            batch = tokenizer(texts[start : start + batch_size], max_length=max_length, truncation=True,
-                              padding=True, return_tensors="pt")
+            batch = tokenizer(
+                texts[start : start + batch_size],
+                max_length=max_length,
+                truncation=True,
+                padding=True,
+                return_tensors="pt",
+            )
             chunks.append(model.embed(batch["input_ids"].to(device), batch["attention_mask"].to(device)).float().cpu())
     finally:
         model.train(was_training)
@@ -35,8 +40,10 @@ def linear_probe_accuracy(train_x, train_y, test_x, test_y) -> float:
 
 def retrieval_recall(query_embeddings, document_embeddings, positives: list[list[int]], ks=(1, 10)) -> dict[str, float]:
     """Recall@k of cosine-similarity retrieval: the fraction of queries with a relevant document in the top k."""
-    similarity = torch.nn.functional.normalize(query_embeddings, dim=-1) @ torch.nn.functional.normalize(
-        document_embeddings, dim=-1).T
+    similarity = (
+        torch.nn.functional.normalize(query_embeddings, dim=-1)
+        @ torch.nn.functional.normalize(document_embeddings, dim=-1).T
+    )
     ranked = similarity.topk(max(ks), dim=1).indices
     out = {}
     for k in ks:
@@ -45,8 +52,7 @@ def retrieval_recall(query_embeddings, document_embeddings, positives: list[list
     return out
 
 
-def online_downstream(model, tokenizer, max_length: int, num_examples: int = 2000,
-                      seed: int = 0) -> dict[str, float]:
+def online_downstream(model, tokenizer, max_length: int, num_examples: int = 2000, seed: int = 0) -> dict[str, float]:
     """The paper's downstream sets, read from the Hub through `datasets` (online only; offline it raises with a
     pointer to the embedded tasks): linear probes on frozen pooled embeddings for IMDB sentiment and SNLI
     (premise and hypothesis as one `[SEP]`-joined pair), and MS MARCO passage ranking (MRR@10 of each query's own
@@ -54,11 +60,16 @@ def online_downstream(model, tokenizer, max_length: int, num_examples: int = 200
     loads too; its 5M-passage corpus is left out of this CPU-sized evaluation."""
     metrics = {}
     imdb = load_imdb()
-    train, test = (imdb[split].shuffle(seed=seed).select(range(min(num_examples, imdb[split].num_rows)))
-                   for split in ("train", "test"))
+    train, test = (
+        imdb[split].shuffle(seed=seed).select(range(min(num_examples, imdb[split].num_rows)))
+        for split in ("train", "test")
+    )
     metrics["imdb_probe_accuracy"] = linear_probe_accuracy(
-        embed_texts(model, tokenizer, list(train["text"]), max_length), train["label"],
-        embed_texts(model, tokenizer, list(test["text"]), max_length), test["label"])
+        embed_texts(model, tokenizer, list(train["text"]), max_length),
+        train["label"],
+        embed_texts(model, tokenizer, list(test["text"]), max_length),
+        test["label"],
+    )
     snli = load_snli()
     pairs = {}
     for split in ("train", "test"):
@@ -74,8 +85,10 @@ def online_downstream(model, tokenizer, max_length: int, num_examples: int = 200
         if not any(selected):
             continue
         query = embed_texts(model, tokenizer, [row["query"]], max_length)
-        scores = (torch.nn.functional.normalize(query, dim=-1)
-                  @ torch.nn.functional.normalize(embed_texts(model, tokenizer, passages, max_length), dim=-1).T)[0]
+        scores = (
+            torch.nn.functional.normalize(query, dim=-1)
+            @ torch.nn.functional.normalize(embed_texts(model, tokenizer, passages, max_length), dim=-1).T
+        )[0]
         ranks = [int((scores > scores[i]).sum()) + 1 for i, chosen in enumerate(selected) if chosen]
         reciprocal_ranks.append(1.0 / min(ranks) if min(ranks) <= 10 else 0.0)
     metrics["ms_marco_mrr_at_10"] = sum(reciprocal_ranks) / max(len(reciprocal_ranks), 1)

@@ -4,10 +4,9 @@ All accuracies are by nearest class prototype (or the supervised head) on the pr
 a prediction for image `x` (class `c`) and op `k` is correct when it is classified as `(c + k) mod modulus`.
 """
 
-from pathlib import Path
-
 import torch
 import torch.nn.functional as F
+
 from .figures import pyplot, save_figure
 
 
@@ -55,7 +54,10 @@ def evaluate_modular_arithmetic(
     model.eval()
     device = model.class_prototypes.device
     latents = torch.cat(
-        [model.encode(pixel_values[i : i + batch_size].to(device)).float() for i in range(0, len(pixel_values), batch_size)]
+        [
+            model.encode(pixel_values[i : i + batch_size].to(device)).float()
+            for i in range(0, len(pixel_values), batch_size)
+        ]
     )
     labels = labels.to(device)
     direct, rolled = {}, {}
@@ -91,8 +93,9 @@ def pca_project(points: torch.Tensor, basis_from: torch.Tensor | None = None, co
     return (points.float() - mean) @ v[:components].T
 
 
-def plot_latent_pca(prototypes, latents, labels, path, title: str = "BRo-JEPA latent space",
-                    rotation_block: int | None = None) -> str:
+def plot_latent_pca(
+    prototypes, latents, labels, path, title: str = "BRo-JEPA latent space", rotation_block: int | None = None
+) -> str:
     """Save a PNG of test latents and class prototypes: on the first two principal components of the latents, and,
     with `rotation_block`, also in the 2-D plane of that rotation block (where a block-rotation model puts the
     classes on a circle in order)."""
@@ -102,16 +105,29 @@ def plot_latent_pca(prototypes, latents, labels, path, title: str = "BRo-JEPA la
     panels = [("PCA of the latent", pca_project(latents), pca_project(prototypes, basis_from=latents), "PC")]
     if rotation_block is not None:
         pair = slice(2 * rotation_block, 2 * rotation_block + 2)
-        panels.append((f"rotation block {rotation_block} (dims {2 * rotation_block}, {2 * rotation_block + 1})",
-                       latents[:, pair], prototypes[:, pair], "z"))
+        panels.append(
+            (
+                f"rotation block {rotation_block} (dims {2 * rotation_block}, {2 * rotation_block + 1})",
+                latents[:, pair],
+                prototypes[:, pair],
+                "z",
+            )
+        )
     figure, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 5), squeeze=False)
     order = list(range(len(prototypes))) + [0]
     for axis, (name, points, centres, prefix) in zip(axes[0], panels):
         scatter = axis.scatter(points[:, 0], points[:, 1], c=labels, cmap="tab10", s=3, alpha=0.35, vmin=0, vmax=9)
         axis.plot(*centres[order].T, color="black", lw=1, alpha=0.6)
         for digit, (x, y) in enumerate(centres.tolist()):
-            axis.annotate(str(digit), (x, y), fontsize=11, weight="bold", ha="center", va="center",
-                          bbox=dict(boxstyle="circle,pad=0.2", fc="white", ec="black"))
+            axis.annotate(
+                str(digit),
+                (x, y),
+                fontsize=11,
+                weight="bold",
+                ha="center",
+                va="center",
+                bbox=dict(boxstyle="circle,pad=0.2", fc="white", ec="black"),
+            )
         axis.set_title(name)
         axis.set_xlabel(f"{prefix} 1")
         axis.set_ylabel(f"{prefix} 2")

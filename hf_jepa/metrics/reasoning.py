@@ -6,8 +6,7 @@ import math
 
 import torch
 
-from ..data.reasoning import REASONING_SPECIAL_TOKENS, CfgTask
-from ..data.reasoning import ReasoningData
+from ..data.reasoning import REASONING_SPECIAL_TOKENS, CfgTask, ReasoningData
 
 
 class _System:
@@ -27,14 +26,18 @@ class _System:
         raise NotImplementedError
 
     @torch.no_grad()
-    def complete(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, latent_noise_std: float = 0.0,
-                 seed: int = 0) -> list[str]:
+    def complete(
+        self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, latent_noise_std: float = 0.0, seed: int = 0
+    ) -> list[str]:
         generator = torch.Generator().manual_seed(seed)
         answers: list[str] = []
         for start in range(0, prompt_ids.shape[0], self.batch_size):
-            ids = self._complete(prompt_ids[start:start + self.batch_size],
-                                 prompt_mask[start:start + self.batch_size], latent_noise_std * self.noise_scale(),
-                                 generator)
+            ids = self._complete(
+                prompt_ids[start : start + self.batch_size],
+                prompt_mask[start : start + self.batch_size],
+                latent_noise_std * self.noise_scale(),
+                generator,
+            )
             answers.extend(self.data.decode(ids))
         return answers
 
@@ -47,9 +50,15 @@ class DecoupledSystem(_System):
 
     def _complete(self, prompt_ids, prompt_mask, latent_noise_std, generator):
         steps = self.data.max_answer_length
-        tokens, _ = self.model.generate(prompt_ids, prompt_mask, num_reasoning_steps=steps,
-                                        latent_noise_std=latent_noise_std, generator=generator,
-                                        max_new_tokens=steps, do_sample=False)
+        tokens, _ = self.model.generate(
+            prompt_ids,
+            prompt_mask,
+            num_reasoning_steps=steps,
+            latent_noise_std=latent_noise_std,
+            generator=generator,
+            max_new_tokens=steps,
+            do_sample=False,
+        )
         return tokens
 
 
@@ -61,22 +70,38 @@ class CoupledSystem(_System):
         input_ids = torch.cat([prompt_ids, sep], 1)
         attention_mask = torch.cat([prompt_mask, torch.ones_like(sep)], 1)
         extra = dict(latent_noise_std=latent_noise_std, noise_generator=generator) if latent_noise_std else {}
-        out = self.model.generate(input_ids=input_ids, attention_mask=attention_mask, do_sample=False,
-                                  max_new_tokens=self.data.max_answer_length, **extra)
-        return out[:, input_ids.shape[1]:]
+        out = self.model.generate(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            do_sample=False,
+            max_new_tokens=self.data.max_answer_length,
+            **extra,
+        )
+        return out[:, input_ids.shape[1] :]
 
 
 class CoconutSystem(_System):
     """The COCONUT-style baseline: continuous thoughts (noise added to them), then greedy decoding after BOS."""
 
     def _complete(self, prompt_ids, prompt_mask, latent_noise_std, generator):
-        out = self.model.generate(prompt_ids, prompt_mask, latent_noise_std=latent_noise_std, noise_generator=generator,
-                                  do_sample=False, max_new_tokens=self.data.max_answer_length)
+        out = self.model.generate(
+            prompt_ids,
+            prompt_mask,
+            latent_noise_std=latent_noise_std,
+            noise_generator=generator,
+            do_sample=False,
+            max_new_tokens=self.data.max_answer_length,
+        )
         return out[:, 1:]
 
 
-def cfg_robustness(systems: dict[str, "_System"], data: ReasoningData, replacement_rates=(0.0, 0.1, 0.2, 0.3),
-                   noise_stds=(0.0, 0.1, 0.2, 0.4), seed: int = 0) -> dict[str, dict[str, dict[float, float]]]:
+def cfg_robustness(
+    systems: dict[str, "_System"],
+    data: ReasoningData,
+    replacement_rates=(0.0, 0.1, 0.2, 0.3),
+    noise_stds=(0.0, 0.1, 0.2, 0.4),
+    seed: int = 0,
+) -> dict[str, dict[str, dict[float, float]]]:
     """Valid-under-grammar rate of each system's completions (a) when a fraction of the prompt tokens is replaced by
     other terminals, scored against the *uncorrupted* prefix, and (b) when Gaussian noise of std sigma (relative to
     the unit-norm latents / per-dimension RMS of the hidden states) is added to the latents each system feeds back."""
@@ -93,11 +118,11 @@ def cfg_robustness(systems: dict[str, "_System"], data: ReasoningData, replaceme
             results[name]["replacement"][rate] = data.accuracy(examples, answers)
     for sigma in noise_stds:
         for name, system in systems.items():
-            answers = system.complete(data.eval["prompt_ids"], data.eval["prompt_mask"], latent_noise_std=sigma,
-                                      seed=seed)
+            answers = system.complete(
+                data.eval["prompt_ids"], data.eval["prompt_mask"], latent_noise_std=sigma, seed=seed
+            )
             results[name]["noise"][sigma] = data.accuracy(examples, answers)
     return results
-
 
 
 @torch.no_grad()
@@ -113,11 +138,17 @@ def mixed_latents(model, data: ReasoningData, num_prompts: int = 200) -> dict:
     # Each vocabulary token's target-encoder latent in isolation (position 0): the discrete points predictions aim at.
     token_ids = torch.arange(model.config.vocab_size)[:, None]
     vocabulary = model.encode(token_ids, torch.ones_like(token_ids), use_target_encoder=True)[:, 0].float()
-    words = vocabulary[len(REASONING_SPECIAL_TOKENS):]  # [PAD] [UNK] [BOS] [EOS] [SEP] come first and are not words
+    words = vocabulary[len(REASONING_SPECIAL_TOKENS) :]  # [PAD] [UNK] [BOS] [EOS] [SEP] come first and are not words
     mean = words.mean(0, keepdim=True)
     _, _, basis = torch.linalg.svd(words - mean, full_matrices=False)
     project = lambda x: (x - mean) @ basis[:2].T  # noqa: E731
-    similarities = torch.nn.functional.normalize(predicted, dim=-1) @ torch.nn.functional.normalize(vocabulary, dim=-1).T
+    similarities = (
+        torch.nn.functional.normalize(predicted, dim=-1) @ torch.nn.functional.normalize(vocabulary, dim=-1).T
+    )
     top = similarities.topk(2, dim=-1).values
-    return {"nearest_token_cosine": float(top[:, 0].mean()), "second_token_cosine": float(top[:, 1].mean()),
-            "predicted_2d": project(predicted), "words_2d": project(words)}
+    return {
+        "nearest_token_cosine": float(top[:, 0].mean()),
+        "second_token_cosine": float(top[:, 1].mean()),
+        "predicted_2d": project(predicted),
+        "words_2d": project(words),
+    }

@@ -1,6 +1,7 @@
 """Figures of the latent-reasoning evaluation: CFG robustness curves and the "mixed latents" PCA."""
 
 from pathlib import Path
+
 from .figures import pyplot, save_figure
 
 
@@ -8,8 +9,10 @@ def plot_cfg_robustness(results: dict, path: str | Path) -> str:
     plt = pyplot()
 
     figure, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for axis, kind, label in ((axes[0], "replacement", "input tokens replaced"),
-                              (axes[1], "noise", "latent Gaussian noise std")):
+    for axis, kind, label in (
+        (axes[0], "replacement", "input tokens replaced"),
+        (axes[1], "noise", "latent Gaussian noise std"),
+    ):
         for name, curves in results.items():
             xs = sorted(curves[kind])
             axis.plot(xs, [100 * curves[kind][x] for x in xs], marker="o", label=name)
@@ -35,5 +38,3 @@ def plot_mixed_latents(stats: dict, task: str, path: str | Path) -> str:
     axis.legend(loc="best", fontsize=8)
     figure.tight_layout()
     return save_figure(figure, path)
-
-

@@ -10,12 +10,10 @@ variance is the (population) variance of those target latents over the same set.
 exactly 1.0; copying the last latent (`z_hat_{t+1} = z_t`) scores `copy_last_error`, reported beside it; 0 is perfect.
 """
 
-from pathlib import Path
-
 import torch
-from .figures import pyplot, save_figure
 
 from ..paper_figures import EPM_JEPA_SIGMA_EMBED_SAFETY_THRESHOLD
+from .figures import pyplot, save_figure
 
 
 def normalized_prediction_error(predicted: torch.Tensor, target: torch.Tensor) -> float:
@@ -86,7 +84,9 @@ _DIAGNOSTIC_PANELS = [
 ]
 
 
-def plot_world_model_diagnostics(histories: dict[str, list[dict]], path, title: str = "EPM-JEPA mechanism diagnostics") -> str:
+def plot_world_model_diagnostics(
+    histories: dict[str, list[dict]], path, title: str = "EPM-JEPA mechanism diagnostics"
+) -> str:
     """Save a PNG with one panel per diagnostic, one line per run. `histories`: run name -> log records with `step`
     and any of the keys `d_shift`, `buffer_occupancy`, `buffer_turnover`, `ema_target_drift`, `modulation_norm`,
     `sigma_embed`. The sigma_embed panel marks the paper's 0.5 safety threshold."""

@@ -8,7 +8,6 @@ from .latent_reasoning import LatentReasoningPipeline
 from .latent_world_model import LatentWorldModelPipeline
 from .modular_arithmetic import ModularArithmeticPipeline
 
-
 PIPELINE_REGISTRY.register_pipeline(
     "modular-arithmetic", pipeline_class=ModularArithmeticPipeline, pt_model=AutoModel, type="image"
 )
@@ -30,5 +29,9 @@ PIPELINE_REGISTRY.register_pipeline(
 )
 
 
-__all__ = ["JepaFeatureExtractionPipeline", "LatentReasoningPipeline", "LatentWorldModelPipeline",
-           "ModularArithmeticPipeline"]
+__all__ = [
+    "JepaFeatureExtractionPipeline",
+    "LatentReasoningPipeline",
+    "LatentWorldModelPipeline",
+    "ModularArithmeticPipeline",
+]

@@ -25,8 +25,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .base import JepaPipeline, is_pil_image, is_array
-
+from .base import JepaPipeline, is_array, is_pil_image
 
 __all__ = ["JepaFeatureExtractionPipeline"]
 
@@ -123,8 +122,11 @@ class JepaFeatureExtractionPipeline(JepaPipeline):
         if inputs is None:
             raise ValueError("inputs: pass a text or an image (or a list of them) as the first argument")
         truncation = kwargs.get("truncation")
-        truncation = (self._check_flag(truncation, "truncation") if truncation is not None
-                      else self._preprocess_params.get("truncation", False))
+        truncation = (
+            self._check_flag(truncation, "truncation")
+            if truncation is not None
+            else self._preprocess_params.get("truncation", False)
+        )
         # Check and convert every input first, so that an error names the input it is about.
         if isinstance(inputs, (list, tuple)):
             if len(inputs) == 0:
@@ -155,8 +157,13 @@ class JepaFeatureExtractionPipeline(JepaPipeline):
                 "pass pipeline(..., tokenizer=...)"
             )
         limit = int(self.model.config.backbone_config.max_position_embeddings)
-        encoded = self.tokenizer(text, truncation=truncation, max_length=limit if truncation else None,
-                                 return_special_tokens_mask=True, return_attention_mask=True)
+        encoded = self.tokenizer(
+            text,
+            truncation=truncation,
+            max_length=limit if truncation else None,
+            return_special_tokens_mask=True,
+            return_attention_mask=True,
+        )
         length = len(encoded["input_ids"])
         if length > limit:
             raise ValueError(
@@ -165,8 +172,10 @@ class JepaFeatureExtractionPipeline(JepaPipeline):
             )
         if length == 0 or all(encoded["special_tokens_mask"]):
             raise ValueError(f"{where}: empty text (it has no tokens besides special ones)")
-        return {"input_ids": torch.tensor([encoded["input_ids"]], dtype=torch.long),
-                "attention_mask": torch.tensor([encoded["attention_mask"]], dtype=torch.long)}
+        return {
+            "input_ids": torch.tensor([encoded["input_ids"]], dtype=torch.long),
+            "attention_mask": torch.tensor([encoded["attention_mask"]], dtype=torch.long),
+        }
 
     def _prepare_image(self, image, where: str) -> dict:
         config = self.model.config
@@ -200,8 +209,9 @@ class JepaFeatureExtractionPipeline(JepaPipeline):
         if tensor.shape[1] == 0 or tensor.shape[2] == 0:
             raise ValueError(f"{where}: the image is empty (shape {shape})")
         if tuple(tensor.shape[1:]) != (size, size):
-            tensor = F.interpolate(tensor[None], size=(size, size), mode="bilinear", align_corners=False,
-                                   antialias=True)[0]
+            tensor = F.interpolate(
+                tensor[None], size=(size, size), mode="bilinear", align_corners=False, antialias=True
+            )[0]
         mean = torch.tensor(config.pixel_mean, dtype=torch.float32).reshape(-1, 1, 1)
         std = torch.tensor(config.pixel_std, dtype=torch.float32).reshape(-1, 1, 1)
         pixel_values = ((tensor - mean) / std)[None].contiguous()
@@ -258,8 +268,9 @@ class JepaFeatureExtractionPipeline(JepaPipeline):
         """`Pipeline.get_iterator` with this pipeline's own collate function, so that batches work for text and
         images without transformers' tokenizer / image-processor padding."""
         if batch_size == 1:
-            return super().get_iterator(inputs, num_workers, batch_size, preprocess_params, forward_params,
-                                        postprocess_params)
+            return super().get_iterator(
+                inputs, num_workers, batch_size, preprocess_params, forward_params, postprocess_params
+            )
         from torch.utils.data import DataLoader
         from transformers.pipelines.pt_utils import PipelineDataset, PipelineIterator
 
@@ -287,8 +298,9 @@ class JepaFeatureExtractionPipeline(JepaPipeline):
             if "pixel_values" in model_inputs:
                 embeddings = model.embed(model_inputs["pixel_values"], use_target_encoder=use_target_encoder)
             else:
-                embeddings = model.embed(model_inputs["input_ids"], model_inputs["attention_mask"],
-                                         use_target_encoder=use_target_encoder)
+                embeddings = model.embed(
+                    model_inputs["input_ids"], model_inputs["attention_mask"], use_target_encoder=use_target_encoder
+                )
         finally:
             model.train(was_training)
         return {"embeddings": embeddings}  # (batch, hidden): per-sample, so batches split back into results

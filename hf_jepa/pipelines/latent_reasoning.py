@@ -25,16 +25,35 @@ import torch
 
 from .base import JepaPipeline
 
-
 __all__ = ["LatentReasoningPipeline"]
 
 PAIR_MODEL_TYPE = "jepa_reasoner_with_talker"
 # Generation arguments forwarded to the Talker's `generate` (transformers' GenerationMixin).
-GENERATION_ARGS = ("max_new_tokens", "min_new_tokens", "do_sample", "num_beams", "temperature", "top_k", "top_p",
-                   "repetition_penalty", "length_penalty", "no_repeat_ngram_size", "early_stopping")
+GENERATION_ARGS = (
+    "max_new_tokens",
+    "min_new_tokens",
+    "do_sample",
+    "num_beams",
+    "temperature",
+    "top_k",
+    "top_p",
+    "repetition_penalty",
+    "length_penalty",
+    "no_repeat_ngram_size",
+    "early_stopping",
+)
 # Set by the pipeline itself: refused in `generate_kwargs`.
-RESERVED_GENERATION_ARGS = ("input_ids", "latents", "latent_mask", "prompt_ids", "prompt_mask", "attention_mask",
-                            "return_dict_in_generate", "num_return_sequences", "generator")
+RESERVED_GENERATION_ARGS = (
+    "input_ids",
+    "latents",
+    "latent_mask",
+    "prompt_ids",
+    "prompt_mask",
+    "attention_mask",
+    "return_dict_in_generate",
+    "num_return_sequences",
+    "generator",
+)
 
 
 class PromptTypeError(TypeError, ValueError):
@@ -113,7 +132,8 @@ class LatentReasoningPipeline(JepaPipeline):
         model = kwargs["model"] if "model" in kwargs else (args[0] if args else None)
         config = getattr(model, "config", None)
         if getattr(config, "model_type", None) != PAIR_MODEL_TYPE or not all(
-                hasattr(model, name) for name in ("reasoner", "talker", "generate")):
+            hasattr(model, name) for name in ("reasoner", "talker", "generate")
+        ):
             raise TypeError(
                 f"model: the latent-reasoning pipeline needs a JepaReasonerWithTalker (model_type "
                 f"{PAIR_MODEL_TYPE!r}), got {type(model).__name__} with model_type "
@@ -137,8 +157,16 @@ class LatentReasoningPipeline(JepaPipeline):
 
     # ------------------------------------------------------------------ arguments
 
-    def _sanitize_parameters(self, num_reasoning_steps=None, latent_noise_std=None, seed=None, return_latents=None,
-                             return_tensors=None, generate_kwargs=None, **kwargs):
+    def _sanitize_parameters(
+        self,
+        num_reasoning_steps=None,
+        latent_noise_std=None,
+        seed=None,
+        return_latents=None,
+        return_tensors=None,
+        generate_kwargs=None,
+        **kwargs,
+    ):
         preprocess_params, forward_params, postprocess_params = {}, {}, {}
         unknown = sorted(set(kwargs) - set(GENERATION_ARGS))
         if unknown:
@@ -150,8 +178,12 @@ class LatentReasoningPipeline(JepaPipeline):
             steps = _check_int(num_reasoning_steps, "num_reasoning_steps", 1)
             preprocess_params["num_reasoning_steps"] = forward_params["num_reasoning_steps"] = steps
         if latent_noise_std is not None:
-            if (isinstance(latent_noise_std, bool) or not isinstance(latent_noise_std, numbers.Real)
-                    or not latent_noise_std >= 0 or latent_noise_std == float("inf")):
+            if (
+                isinstance(latent_noise_std, bool)
+                or not isinstance(latent_noise_std, numbers.Real)
+                or not latent_noise_std >= 0
+                or latent_noise_std == float("inf")
+            ):
                 raise ValueError(f"latent_noise_std must be a finite number >= 0, got {latent_noise_std!r}")
             forward_params["latent_noise_std"] = float(latent_noise_std)
         if seed is not None:
@@ -194,8 +226,9 @@ class LatentReasoningPipeline(JepaPipeline):
         if isinstance(inputs, (list, tuple)):
             if len(inputs) == 0:
                 raise ValueError("inputs: got an empty list of prompts")
-            inputs = [_Encoded(self._encode(item, f"inputs[{i}]", **preprocess_params))
-                      for i, item in enumerate(inputs)]
+            inputs = [
+                _Encoded(self._encode(item, f"inputs[{i}]", **preprocess_params)) for i, item in enumerate(inputs)
+            ]
         elif isinstance(inputs, str):
             inputs = _Encoded(self._encode(inputs, "inputs", **preprocess_params))
         elif not isinstance(inputs, collections.abc.Iterable) or isinstance(inputs, (bytes, dict)):
@@ -209,13 +242,17 @@ class LatentReasoningPipeline(JepaPipeline):
     # ------------------------------------------------------------------ tokenisation
 
     def _steps(self, num_reasoning_steps) -> int:
-        return int(self.model.config.reasoner_config.num_reasoning_steps if num_reasoning_steps is None
-                   else num_reasoning_steps)
+        return int(
+            self.model.config.reasoner_config.num_reasoning_steps
+            if num_reasoning_steps is None
+            else num_reasoning_steps
+        )
 
     def _encode(self, prompt, where: str, num_reasoning_steps=None, max_new_tokens=None) -> list[int]:
         if not isinstance(prompt, str):
-            raise PromptTypeError(f"{where}: a prompt must be a string of whitespace-separated tokens, got "
-                                  f"{type(prompt).__name__}")
+            raise PromptTypeError(
+                f"{where}: a prompt must be a string of whitespace-separated tokens, got {type(prompt).__name__}"
+            )
         if not prompt.strip():
             raise ValueError(f"{where}: empty prompt (it needs at least one token)")
         tokenizer = self.tokenizer
@@ -275,15 +312,16 @@ class LatentReasoningPipeline(JepaPipeline):
         prompt_mask = torch.zeros((len(items), length), dtype=torch.long)
         for row, item in enumerate(items):
             n = item["prompt_ids"].shape[1]
-            prompt_ids[row, length - n:] = item["prompt_ids"][0]
-            prompt_mask[row, length - n:] = item["prompt_mask"][0]
+            prompt_ids[row, length - n :] = item["prompt_ids"][0]
+            prompt_mask[row, length - n :] = item["prompt_mask"][0]
         return {"prompt_ids": prompt_ids, "prompt_mask": prompt_mask}
 
     def get_iterator(self, inputs, num_workers, batch_size, preprocess_params, forward_params, postprocess_params):
         """`Pipeline.get_iterator` with left padding (transformers' collate pads on the tokenizer's side)."""
         if batch_size == 1:
-            return super().get_iterator(inputs, num_workers, batch_size, preprocess_params, forward_params,
-                                        postprocess_params)
+            return super().get_iterator(
+                inputs, num_workers, batch_size, preprocess_params, forward_params, postprocess_params
+            )
         from torch.utils.data import DataLoader
         from transformers.pipelines.pt_utils import PipelineDataset, PipelineIterator
 
@@ -299,8 +337,11 @@ class LatentReasoningPipeline(JepaPipeline):
     # ------------------------------------------------------------------ pipeline steps
 
     def preprocess(self, inputs, num_reasoning_steps=None, max_new_tokens=None):
-        ids = inputs.ids if isinstance(inputs, _Encoded) else self._encode(
-            inputs, "inputs", num_reasoning_steps=num_reasoning_steps, max_new_tokens=max_new_tokens)
+        ids = (
+            inputs.ids
+            if isinstance(inputs, _Encoded)
+            else self._encode(inputs, "inputs", num_reasoning_steps=num_reasoning_steps, max_new_tokens=max_new_tokens)
+        )
         prompt_ids = torch.tensor([ids], dtype=torch.long)
         return {"prompt_ids": prompt_ids, "prompt_mask": torch.ones_like(prompt_ids)}
 
@@ -322,8 +363,14 @@ class LatentReasoningPipeline(JepaPipeline):
             with rng:
                 if seed is not None:
                     torch.manual_seed(seed)
-                tokens, chain = model.generate(prompt_ids, prompt_mask, num_reasoning_steps=steps,
-                                               latent_noise_std=latent_noise_std, generator=generator, **generation)
+                tokens, chain = model.generate(
+                    prompt_ids,
+                    prompt_mask,
+                    num_reasoning_steps=steps,
+                    latent_noise_std=latent_noise_std,
+                    generator=generator,
+                    **generation,
+                )
         finally:
             model.train(was_training)
         return {"tokens": tokens, "latents": chain}  # (batch, ...): per-sample, so batches split back into results
@@ -332,7 +379,7 @@ class LatentReasoningPipeline(JepaPipeline):
         tokens = model_outputs["tokens"][0].tolist()
         eos = self.model.config.talker_config.eos_token_id
         if eos in tokens:
-            tokens = tokens[:tokens.index(eos)]
+            tokens = tokens[: tokens.index(eos)]
         text = self.tokenizer.decode(tokens, skip_special_tokens=True, clean_up_tokenization_spaces=False)
         latents = model_outputs["latents"][0]
         result = {"generated_text": text, "num_reasoning_steps": int(latents.shape[0])}

@@ -15,12 +15,10 @@ This file imports only numpy, torch, PIL, transformers and `.base` (no `hf_jepa`
 copies both next to the weights so `pipeline(model=dir, trust_remote_code=True)` works where hf_jepa is not installed.
 """
 
-
 import numpy as np
 import torch
 
-from .base import JepaPipeline, is_pil_image, is_array
-
+from .base import JepaPipeline, is_array, is_pil_image
 
 __all__ = ["LatentWorldModelPipeline"]
 
@@ -238,9 +236,7 @@ class LatentWorldModelPipeline(JepaPipeline):
             return tensor.to(torch.float32) / 255.0
         tensor = tensor.to(torch.float32)
         if tensor.numel() and (not torch.isfinite(tensor).all() or tensor.min() < 0 or tensor.max() > 1):
-            raise ValueError(
-                f"{where}: floating-point frames must hold pixels in [0, 1] (use uint8 for 0..255 pixels)"
-            )
+            raise ValueError(f"{where}: floating-point frames must hold pixels in [0, 1] (use uint8 for 0..255 pixels)")
         return tensor
 
     # ------------------------------------------------------------------ pipeline steps

@@ -22,7 +22,6 @@ import torch
 
 from .base import JepaPipeline
 
-
 __all__ = ["ModularArithmeticPipeline"]
 
 
@@ -166,9 +165,7 @@ class ModularArithmeticPipeline(JepaPipeline):
                     f"operation has {len(operations)} entries but {len(inputs)} images were given: pass one "
                     "operation per image, or a single integer"
                 )
-            inputs = [
-                {"image": image, "operation": self._check_operation(k)} for image, k in zip(inputs, operations)
-            ]
+            inputs = [{"image": image, "operation": self._check_operation(k)} for image, k in zip(inputs, operations)]
             operation = None
         elif operation is not None:
             operation = self._check_operation(operation)

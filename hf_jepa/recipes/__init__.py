@@ -14,8 +14,9 @@ from .family import PRESETS, Family
 
 def family_modules() -> list[str]:
     """Names of the recipe modules (every public module of this package but `family`)."""
-    return sorted(info.name for info in pkgutil.iter_modules(__path__) if not info.name.startswith("_")
-                  and info.name != "family")
+    return sorted(
+        info.name for info in pkgutil.iter_modules(__path__) if not info.name.startswith("_") and info.name != "family"
+    )
 
 
 def load_families() -> dict[str, Family]:

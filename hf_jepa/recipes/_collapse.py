@@ -13,7 +13,6 @@ import torch
 from ..metrics.collapse import CollapseDiagnostics, DiagnosticsHistory
 from ..trainers import Recipe
 
-
 SIGNATURE_KEYS = ("mi_saturation_step", "divergence_step", "rank_collapse_step", "order_matches_paper", "mi_max")
 
 

@@ -16,7 +16,6 @@ from ..modeling.bro_jepa import BroJepaConfig, BroJepaImageProcessor, BroJepaMod
 from ..trainers import Recipe
 from .family import Family
 
-
 logger = logging.getLogger(__name__)
 
 
@@ -36,8 +35,11 @@ def _first_harmonic_block(model: BroJepaModel) -> int | None:
     if model.config.predictor_type != "block_rotation":
         return None
     angles = model.predictor.angles.detach().float().cpu()
-    candidates = torch.arange(model.config.num_blocks) if angles.numel() == 1 else torch.nonzero(
-        (angles - angles.min()).abs() < 1e-3 * angles.abs().max().clamp_min(1e-8)).flatten()
+    candidates = (
+        torch.arange(model.config.num_blocks)
+        if angles.numel() == 1
+        else torch.nonzero((angles - angles.min()).abs() < 1e-3 * angles.abs().max().clamp_min(1e-8)).flatten()
+    )
     pairs = model.class_prototypes.float().cpu().reshape(model.config.modulus, -1, 2)
     spread = pairs.var(0).sum(-1)[candidates]
     return int(candidates[spread.argmax()])
@@ -46,8 +48,13 @@ def _first_harmonic_block(model: BroJepaModel) -> int | None:
 class BroJepaRecipe(Recipe):
     name = "bro-jepa"
 
-    def __init__(self, config: BroJepaConfig, data_args: BroJepaDataArguments | None = None, seed: int = 0,
-                 splits: MnistSplits | None = None):
+    def __init__(
+        self,
+        config: BroJepaConfig,
+        data_args: BroJepaDataArguments | None = None,
+        seed: int = 0,
+        splits: MnistSplits | None = None,
+    ):
         self.config = config
         self.data_args = data_args or BroJepaDataArguments()
         self.splits = splits or MnistSplits(self.data_args.data)
@@ -90,8 +97,13 @@ class BroJepaRecipe(Recipe):
             with torch.no_grad():
                 latents = model.encode(pixels[:2000], use_target_encoder=True)
             metrics["pca_plot"] = Path(
-                plot_latent_pca(model.class_prototypes, latents, labels[:2000], Path(output_dir) / "latent_pca.png",
-                                rotation_block=_first_harmonic_block(model))
+                plot_latent_pca(
+                    model.class_prototypes,
+                    latents,
+                    labels[:2000],
+                    Path(output_dir) / "latent_pca.png",
+                    rotation_block=_first_harmonic_block(model),
+                )
             ).name
         return metrics
 
@@ -104,8 +116,14 @@ class BroJepaRecipe(Recipe):
 
 # The defaults of `hf-jepa train bro-jepa` and of every reproduction row (bf16 autocast trains ~1.8x faster on this
 # CPU, see `make benchmark`; losses, EMA and prototypes stay in fp32).
-TRAINING_DEFAULTS = dict(max_steps=1500, per_device_batch_size=256, learning_rate=2e-3, weight_decay=0.05,
-                         warmup_steps=50, mixed_precision="bf16")
+TRAINING_DEFAULTS = dict(
+    max_steps=1500,
+    per_device_batch_size=256,
+    learning_rate=2e-3,
+    weight_decay=0.05,
+    warmup_steps=50,
+    mixed_precision="bf16",
+)
 
 
 def per_operation_table(metrics) -> str:
@@ -119,12 +137,20 @@ def per_operation_table(metrics) -> str:
         return f"{100 * value:.2f}%" if isinstance(value, (int, float)) and math.isfinite(value) else "n/a"
 
     lines = ["| k | direct | rollout |", "|---|---|---|"]
-    lines += [f"| {k:+d} | {pct(direct.get(k))} | {pct(rolled.get(k))} |" for k in sorted(direct.keys() | rolled.keys())]
+    lines += [
+        f"| {k:+d} | {pct(direct.get(k))} | {pct(rolled.get(k))} |" for k in sorted(direct.keys() | rolled.keys())
+    ]
     return "\n".join(lines)
 
 
 FAMILIES = (
-    Family(name="bro-jepa", config_class=BroJepaConfig, data_args_class=BroJepaDataArguments,
-           recipe_class=BroJepaRecipe, training_defaults=TRAINING_DEFAULTS, result_rows=result_rows,
-           extra_table=per_operation_table),
+    Family(
+        name="bro-jepa",
+        config_class=BroJepaConfig,
+        data_args_class=BroJepaDataArguments,
+        recipe_class=BroJepaRecipe,
+        training_defaults=TRAINING_DEFAULTS,
+        result_rows=result_rows,
+        extra_table=per_operation_table,
+    ),
 )

@@ -32,14 +32,23 @@ from ..modeling.epm_jepa.configuration_epm_jepa import TRACK_NAMES
 from ..trainers import Recipe
 from .family import Family
 
-
 logger = logging.getLogger(__name__)
 
 STAGES = ("pretrain", "adapt")
 # Config fields a track may set on top of a base it adapts from (everything else must match the base).
 EXPERIENCE_FIELDS = (
-    "track", "buffer_capacity", "buffer_entry", "write_per_event", "surprisal_threshold_std", "gate_warmup_updates",
-    "memory_dim", "memory_num_layers", "memory_num_heads", "lora_rank", "lora_alpha", "lora_target_modules",
+    "track",
+    "buffer_capacity",
+    "buffer_entry",
+    "write_per_event",
+    "surprisal_threshold_std",
+    "gate_warmup_updates",
+    "memory_dim",
+    "memory_num_layers",
+    "memory_num_heads",
+    "lora_rank",
+    "lora_alpha",
+    "lora_target_modules",
     "hypernetwork_hidden_size",
 )
 EVAL_SEED = 10_007
@@ -86,8 +95,11 @@ def set_trainable_parts(model: EpmJepaModel, stage: str, adapt_encoder: bool = T
     if stage == "pretrain":
         parts = {"context_encoder", "predictor", "experience_encoder", "experience_injection", "hypernetwork"}
     else:
-        parts = {"vanilla": {"predictor"}, "ei": {"experience_encoder", "experience_injection"},
-                 "epm": {"experience_encoder", "hypernetwork"}}[track]
+        parts = {
+            "vanilla": {"predictor"},
+            "ei": {"experience_encoder", "experience_injection"},
+            "epm": {"experience_encoder", "hypernetwork"},
+        }[track]
         parts = parts | ({"context_encoder"} if adapt_encoder else set())
     trainable = set()
     for name, parameter in model.named_parameters():
@@ -104,22 +116,38 @@ def set_trainable_parts(model: EpmJepaModel, stage: str, adapt_encoder: bool = T
 class EpmJepaRecipe(Recipe):
     name = "epm-jepa"
 
-    def __init__(self, config: EpmJepaConfig, data_args: EpmJepaDataArguments | None = None, seed: int = 0,
-                 splits: MnistSplits | None = None, eval_pixels: dict[str, torch.Tensor] | None = None):
+    def __init__(
+        self,
+        config: EpmJepaConfig,
+        data_args: EpmJepaDataArguments | None = None,
+        seed: int = 0,
+        splits: MnistSplits | None = None,
+        eval_pixels: dict[str, torch.Tensor] | None = None,
+    ):
         self.config = config
         self.data_args = args = data_args or EpmJepaDataArguments()
         self.splits = splits or MnistSplits(args.data)
         gravity = args.train_gravity if args.stage == "pretrain" else args.shift_gravity
         self.world = MovingMnist(
-            images=self.splits.train_images, labels=self.splits.train_labels, sequence_length=args.sequence_length,
-            num_digits=args.num_digits, gravity=gravity, canvas_size=config.image_size, seed=seed,
+            images=self.splits.train_images,
+            labels=self.splits.train_labels,
+            sequence_length=args.sequence_length,
+            num_digits=args.num_digits,
+            gravity=gravity,
+            canvas_size=config.image_size,
+            seed=seed,
         )
         self._eval_pixels = eval_pixels
         self._built = False
         self.history: list[dict] = []
         self._target_snapshot: list[torch.Tensor] | None = None
-        logger.info("EPM-JEPA %s stage, track %s: training sequences with gravity %s from %s", args.stage,
-                    config.track, gravity, self.splits.source)
+        logger.info(
+            "EPM-JEPA %s stage, track %s: training sequences with gravity %s from %s",
+            args.stage,
+            config.track,
+            gravity,
+            self.splits.source,
+        )
 
     # ------------------------------------------------------------------ evaluation data
 
@@ -160,7 +188,9 @@ class EpmJepaRecipe(Recipe):
 
     def on_log(self, model: EpmJepaModel, step: int, record: dict) -> dict[str, float]:
         every = self.data_args.eval_every
-        values = self._diagnostics(model, with_eval=bool(every) and self.data_args.stage == "adapt" and step % every == 0)
+        values = self._diagnostics(
+            model, with_eval=bool(every) and self.data_args.stage == "adapt" and step % every == 0
+        )
         self.history.append({**record, **values, "step": step})
         return values
 
@@ -206,8 +236,13 @@ def build_eval_pixels(splits: MnistSplits, data_args: EpmJepaDataArguments, imag
     sets = {}
     for name, gravity in (("shift", data_args.shift_gravity), ("train", data_args.train_gravity)):
         world = MovingMnist(
-            images=splits.test_images, labels=splits.test_labels, sequence_length=data_args.eval_sequence_length,
-            num_digits=data_args.num_digits, gravity=gravity, canvas_size=image_size, seed=EVAL_SEED,
+            images=splits.test_images,
+            labels=splits.test_labels,
+            sequence_length=data_args.eval_sequence_length,
+            num_digits=data_args.num_digits,
+            gravity=gravity,
+            canvas_size=image_size,
+            seed=EVAL_SEED,
         )
         sets[name] = world.sample_batch(data_args.eval_sequences)["pixel_values"]
     return sets
@@ -215,13 +250,32 @@ def build_eval_pixels(splits: MnistSplits, data_args: EpmJepaDataArguments, imag
 
 # `hf-jepa train epm-jepa` pretrains with these values by default; the reproduction's experience phase uses
 # ADAPT_DEFAULTS on top of the same TrainingArguments.
-TRAINING_DEFAULTS = dict(max_steps=2000, per_device_batch_size=32, learning_rate=2e-3, weight_decay=0.05,
-                         warmup_steps=50, mixed_precision="bf16", logging_steps=50)
-ADAPT_DEFAULTS = dict(per_device_batch_size=32, learning_rate=1e-3, weight_decay=0.0, warmup_steps=0,
-                      mixed_precision="bf16", logging_steps=5)
+TRAINING_DEFAULTS = dict(
+    max_steps=2000,
+    per_device_batch_size=32,
+    learning_rate=2e-3,
+    weight_decay=0.05,
+    warmup_steps=50,
+    mixed_precision="bf16",
+    logging_steps=50,
+)
+ADAPT_DEFAULTS = dict(
+    per_device_batch_size=32,
+    learning_rate=1e-3,
+    weight_decay=0.0,
+    warmup_steps=0,
+    mixed_precision="bf16",
+    logging_steps=5,
+)
 
 
 FAMILIES = (
-    Family(name="epm-jepa", config_class=EpmJepaConfig, data_args_class=EpmJepaDataArguments,
-           recipe_class=EpmJepaRecipe, training_defaults=TRAINING_DEFAULTS, result_rows=result_rows),
+    Family(
+        name="epm-jepa",
+        config_class=EpmJepaConfig,
+        data_args_class=EpmJepaDataArguments,
+        recipe_class=EpmJepaRecipe,
+        training_defaults=TRAINING_DEFAULTS,
+        result_rows=result_rows,
+    ),
 )

@@ -6,7 +6,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-
 PRESETS = ("tiny", "cpu_fast", "full")  # classmethods of every config class, each taking **overrides
 
 

@@ -35,20 +35,31 @@ class IJepaRecipe(CollapseDiagnosedRecipe):
 
     name = "i-jepa"
 
-    def __init__(self, config: IJepaConfig, data_args: IJepaDataArguments | None = None, seed: int = 0,
-                 splits: MnistSplits | None = None):
+    def __init__(
+        self,
+        config: IJepaConfig,
+        data_args: IJepaDataArguments | None = None,
+        seed: int = 0,
+        splits: MnistSplits | None = None,
+    ):
         super().__init__(seed)
         self.config = config
         self.data_args = args = data_args or IJepaDataArguments()
         self.splits = splits or MnistSplits(args.data)
         self.sampler = MultiBlockMaskSampler(
-            input_size=config.grid_size, num_targets=config.num_target_blocks, target_scale=tuple(config.target_scale),
-            target_aspect=tuple(config.target_aspect_ratio), context_scale=tuple(config.context_scale),
-            min_keep=config.min_keep, seed=seed,
+            input_size=config.grid_size,
+            num_targets=config.num_target_blocks,
+            target_scale=tuple(config.target_scale),
+            target_aspect=tuple(config.target_aspect_ratio),
+            context_scale=tuple(config.context_scale),
+            min_keep=config.min_keep,
+            seed=seed,
         )
         n = args.diagnostics_images
-        self.set_fixed_batches(self._batch_for(self.splits.train_images[:n], step=0, rank=1_000),
-                               self._batch_for(self.splits.test_images[:n], step=0, rank=1_001))
+        self.set_fixed_batches(
+            self._batch_for(self.splits.train_images[:n], step=0, rank=1_000),
+            self._batch_for(self.splits.test_images[:n], step=0, rank=1_001),
+        )
 
     def _pixels(self, images):
         """uint8 `(N, H, W)` -> `(N, C, H, W)` floats standardised with the config's per-channel statistics."""
@@ -58,11 +69,16 @@ class IJepaRecipe(CollapseDiagnosedRecipe):
 
     def _batch_for(self, images, step, rank):
         masks = self.sampler.sample(images.shape[0], step=step, rank=rank)
-        return {"pixel_values": self._pixels(images), "context_indices": masks["context_indices"],
-                "target_indices": masks["target_indices"]}
+        return {
+            "pixel_values": self._pixels(images),
+            "context_indices": masks["context_indices"],
+            "target_indices": masks["target_indices"],
+        }
 
     def train_batch(self, step: int, rank: int, batch_size: int) -> dict[str, torch.Tensor]:
-        index = torch.randint(len(self.splits.train_labels), (batch_size,), generator=seeded_generator(self.seed, step, rank))
+        index = torch.randint(
+            len(self.splits.train_labels), (batch_size,), generator=seeded_generator(self.seed, step, rank)
+        )
         return self._batch_for(self.splits.train_images[index], step, rank)
 
     def build_model(self) -> IJepaModel:
@@ -76,19 +92,32 @@ class IJepaRecipe(CollapseDiagnosedRecipe):
         metrics["loss"] = float(output.loss)
         return metrics
 
+    @torch.no_grad()
+    def _embed(self, model: IJepaModel, images: torch.Tensor, batch_size: int = 512) -> torch.Tensor:
+        """Pooled target-encoder embeddings of uint8 images, in eval mode."""
+        was_training = model.training
+        model.eval()
+        try:
+            return torch.cat(
+                [
+                    model.embed(self._pixels(images[i : i + batch_size])).float()
+                    for i in range(0, len(images), batch_size)
+                ]
+            )
+        finally:
+            model.train(was_training)
+
     def evaluate(self, model: IJepaModel, output_dir: str | None = None) -> dict[str, Any]:
         metrics: dict[str, Any] = {"objective": "i-jepa", "data_source": self.splits.source}
         metrics.update(self.final_diagnostics(model))
-        was_training = model.training
-        model.eval()
-        with torch.no_grad():
-            count = self.data_args.probe_images
-            embed = lambda images: torch.cat([model.embed(self._pixels(images[i:i + 512])).float()  # noqa: E731
-                                              for i in range(0, len(images), 512)])
-            train_x, test_x = embed(self.splits.train_images[:count]), embed(self.splits.test_images[:count])
-        model.train(was_training)
-        metrics["probe_accuracy"] = linear_probe_accuracy(train_x, self.splits.train_labels[:count].tolist(), test_x,
-                                                          self.splits.test_labels[:count].tolist())
+        count = self.data_args.probe_images
+        train_x, test_x = (
+            self._embed(model, self.splits.train_images[:count]),
+            self._embed(model, self.splits.test_images[:count]),
+        )
+        metrics["probe_accuracy"] = linear_probe_accuracy(
+            train_x, self.splits.train_labels[:count].tolist(), test_x, self.splits.test_labels[:count].tolist()
+        )
         if output_dir and self.data_args.plot and len(self.records) >= 2:
             path = Path(output_dir) / "failure_signature.png"
             plot_failure_signature({"I-JEPA (MNIST)": self.records}, path)
@@ -102,11 +131,25 @@ class IJepaRecipe(CollapseDiagnosedRecipe):
 
 
 # The defaults of `hf-jepa train i-jepa` and of the reproduction's image run.
-TRAINING_DEFAULTS = dict(max_steps=400, per_device_batch_size=64, learning_rate=1e-3, weight_decay=0.05,
-                         warmup_steps=40, mixed_precision="bf16", logging_steps=40, max_grad_norm=1.0)
+TRAINING_DEFAULTS = dict(
+    max_steps=400,
+    per_device_batch_size=64,
+    learning_rate=1e-3,
+    weight_decay=0.05,
+    warmup_steps=40,
+    mixed_precision="bf16",
+    logging_steps=40,
+    max_grad_norm=1.0,
+)
 
 
 FAMILIES = (
-    Family(name="i-jepa", config_class=IJepaConfig, data_args_class=IJepaDataArguments, recipe_class=IJepaRecipe,
-           training_defaults=TRAINING_DEFAULTS, result_rows=result_rows),
+    Family(
+        name="i-jepa",
+        config_class=IJepaConfig,
+        data_args_class=IJepaDataArguments,
+        recipe_class=IJepaRecipe,
+        training_defaults=TRAINING_DEFAULTS,
+        result_rows=result_rows,
+    ),
 )

@@ -15,8 +15,7 @@ from typing import Any
 import torch
 
 from ..cards.jepa_reasoner import render_card, result_rows
-from ..data.reasoning import REASONING_TASKS
-from ..data.reasoning import ReasoningData
+from ..data.reasoning import REASONING_TASKS, ReasoningData
 from ..metrics.reasoning import CoconutSystem, CoupledSystem, DecoupledSystem, mixed_latents
 from ..metrics.reasoning_plots import plot_mixed_latents
 from ..modeling.jepa_reasoner import (
@@ -34,7 +33,6 @@ from ..modeling.jepa_reasoner import (
 )
 from ..trainers import Recipe, seeded_generator
 from .family import Family
-
 
 logger = logging.getLogger(__name__)
 
@@ -76,16 +74,26 @@ class ReasoningRecipe(Recipe):
     name = "jepa-reasoner"
     batch_keys: tuple[str, ...] = ()
 
-    def __init__(self, config, data_args: JepaReasonerDataArguments | None = None, seed: int = 0,
-                 data: ReasoningData | None = None):
+    def __init__(
+        self,
+        config,
+        data_args: JepaReasonerDataArguments | None = None,
+        seed: int = 0,
+        data: ReasoningData | None = None,
+    ):
         self.config = config
         self.data_args = data_args or JepaReasonerDataArguments()
         self.seed = seed
         self.data = data or ReasoningData(self.data_args)
         if getattr(config, "vocab_size", None) != self.data.vocab_size:
             # The tokenizer is built from the task, so the model's vocabulary follows it (presets carry a placeholder).
-            logger.info("%s: vocab_size %s -> %d (the %s tokenizer)", type(config).__name__, config.vocab_size,
-                        self.data.vocab_size, self.data_args.task)
+            logger.info(
+                "%s: vocab_size %s -> %d (the %s tokenizer)",
+                type(config).__name__,
+                config.vocab_size,
+                self.data.vocab_size,
+                self.data_args.task,
+            )
             config.vocab_size = self.data.vocab_size
 
     def train_batch(self, step: int, rank: int, batch_size: int) -> dict[str, torch.Tensor]:
@@ -95,8 +103,13 @@ class ReasoningRecipe(Recipe):
 
     def save_artifacts(self, model, output_dir: str, metrics: dict, args) -> None:
         self.data.tokenizer.save_pretrained(output_dir)
-        card = render_card(model.config, metrics, training_args=args, data_args=self.data_args,
-                           example_prompt=self.data.eval_examples[0].prompt)
+        card = render_card(
+            model.config,
+            metrics,
+            training_args=args,
+            data_args=self.data_args,
+            example_prompt=self.data.eval_examples[0].prompt,
+        )
         card.save(str(Path(output_dir) / "README.md"))
 
 
@@ -120,13 +133,20 @@ class JepaReasonerRecipe(ReasoningRecipe):
         mask = batch["answer_mask"].bool()
         teacher = torch.nn.functional.cosine_similarity(out.predictions.float(), out.targets.float(), dim=-1)
         free = torch.nn.functional.cosine_similarity(chain.float(), out.targets.float(), dim=-1)
-        metrics = {"eval_loss": float(out.loss), "teacher_forced_cosine": float(teacher[mask].mean()),
-                   "free_running_cosine": float(free[mask].mean()), "data_source": data.source}
+        metrics = {
+            "eval_loss": float(out.loss),
+            "teacher_forced_cosine": float(teacher[mask].mean()),
+            "free_running_cosine": float(free[mask].mean()),
+            "data_source": data.source,
+        }
         if output_dir and self.data_args.plot:
             stats = mixed_latents(model, data)
             plot_mixed_latents(stats, self.data_args.task, Path(output_dir) / "mixed_latents.png")
-            metrics.update(nearest_token_cosine=stats["nearest_token_cosine"],
-                           second_token_cosine=stats["second_token_cosine"], mixed_latents_plot="mixed_latents.png")
+            metrics.update(
+                nearest_token_cosine=stats["nearest_token_cosine"],
+                second_token_cosine=stats["second_token_cosine"],
+                mixed_latents_plot="mixed_latents.png",
+            )
         return metrics
 
 
@@ -138,29 +158,47 @@ class TalkerRecipe(ReasoningRecipe):
 
     name = "jepa-talker"
 
-    def __init__(self, config, data_args=None, seed: int = 0, data: ReasoningData | None = None,
-                 reasoner: JepaReasonerModel | None = None):
+    def __init__(
+        self,
+        config,
+        data_args=None,
+        seed: int = 0,
+        data: ReasoningData | None = None,
+        reasoner: JepaReasonerModel | None = None,
+    ):
         super().__init__(config, data_args, seed, data)
         if reasoner is None:
             if not self.data_args.reasoner:
                 raise ValueError("the talker stage needs a trained reasoner: set reasoner=<directory>")
             reasoner = JepaReasonerModel.from_pretrained(self.data_args.reasoner)
         if reasoner.config.hidden_size != config.latent_size:
-            raise ValueError(f"talker latent_size={config.latent_size} does not match the reasoner's "
-                             f"hidden_size={reasoner.config.hidden_size}")
+            raise ValueError(
+                f"talker latent_size={config.latent_size} does not match the reasoner's "
+                f"hidden_size={reasoner.config.hidden_size}"
+            )
         self.reasoner = reasoner.eval().requires_grad_(False)
         self.dual = isinstance(config, DualTalkerConfig)
         started = time.perf_counter()
         self.train_chains = self.chains(self.data.train)
-        logger.info("Talker: %d latent chains of %d steps from the frozen reasoner in %.1f s",
-                    self.train_chains.shape[0], self.train_chains.shape[1], time.perf_counter() - started)
+        logger.info(
+            "Talker: %d latent chains of %d steps from the frozen reasoner in %.1f s",
+            self.train_chains.shape[0],
+            self.train_chains.shape[1],
+            time.perf_counter() - started,
+        )
 
     @torch.no_grad()
     def chains(self, split: dict[str, torch.Tensor], batch_size: int = 512, **kwargs) -> torch.Tensor:
         steps = self.data.max_answer_length
-        parts = [self.reasoner.generate_latents(split["prompt_ids"][i:i + batch_size],
-                                                split["prompt_mask"][i:i + batch_size], num_steps=steps, **kwargs)
-                 for i in range(0, split["prompt_ids"].shape[0], batch_size)]
+        parts = [
+            self.reasoner.generate_latents(
+                split["prompt_ids"][i : i + batch_size],
+                split["prompt_mask"][i : i + batch_size],
+                num_steps=steps,
+                **kwargs,
+            )
+            for i in range(0, split["prompt_ids"].shape[0], batch_size)
+        ]
         return torch.cat(parts).float()
 
     def build_model(self):
@@ -170,7 +208,9 @@ class TalkerRecipe(ReasoningRecipe):
         """Answers (the Talker builds `[BOS, answer]` and its labels from them) and the precomputed chains."""
         count = self.data.train["answer_ids"].shape[0]
         index = torch.randint(count, (batch_size,), generator=seeded_generator(self.seed, step, rank))
-        keys = ("answer_ids", "answer_mask", "prompt_ids", "prompt_mask") if self.dual else ("answer_ids", "answer_mask")
+        keys = (
+            ("answer_ids", "answer_mask", "prompt_ids", "prompt_mask") if self.dual else ("answer_ids", "answer_mask")
+        )
         return {**self.data.batch(self.data.train, index, keys), "latents": self.train_chains[index]}
 
     def pair(self, talker) -> JepaReasonerWithTalker:
@@ -181,8 +221,13 @@ class TalkerRecipe(ReasoningRecipe):
         """Greedy answers of `talker` reading `chain` (and the prompt, for a Dual-Talker)."""
         bos = torch.full((chain.shape[0], 1), self.data.tokenizer.bos_token_id, dtype=torch.long)
         context = dict(prompt_ids=prompt_ids, prompt_mask=prompt_mask) if self.dual else {}
-        out = talker.generate(input_ids=bos, latents=chain.to(talker.dtype), max_new_tokens=self.data.max_answer_length,
-                              do_sample=False, **context)
+        out = talker.generate(
+            input_ids=bos,
+            latents=chain.to(talker.dtype),
+            max_new_tokens=self.data.max_answer_length,
+            do_sample=False,
+            **context,
+        )
         return self.data.decode(out[:, 1:])
 
     def evaluate(self, model, output_dir: str | None = None) -> dict[str, Any]:
@@ -194,10 +239,13 @@ class TalkerRecipe(ReasoningRecipe):
         answers = DecoupledSystem(self.pair(model), data).complete(ev["prompt_ids"], ev["prompt_mask"])
         chains = self.chains(ev)
         shuffled = self.talk(model, chains.roll(1, dims=0), ev["prompt_ids"], ev["prompt_mask"])
-        return {"accuracy": data.accuracy(data.eval_examples, answers),
-                "accuracy_shuffled_chain": data.accuracy(data.eval_examples, shuffled),
-                "data_source": data.source, "eval_examples": len(data.eval_examples),
-                "example_answer": answers[0] if answers else ""}
+        return {
+            "accuracy": data.accuracy(data.eval_examples, answers),
+            "accuracy_shuffled_chain": data.accuracy(data.eval_examples, shuffled),
+            "data_source": data.source,
+            "eval_examples": len(data.eval_examples),
+            "example_answer": answers[0] if answers else "",
+        }
 
     def save_artifacts(self, model, output_dir: str, metrics: dict, args) -> None:
         super().save_artifacts(model, output_dir, metrics, args)
@@ -206,8 +254,13 @@ class TalkerRecipe(ReasoningRecipe):
         pair = self.pair(model)
         pair.save_pretrained(pair_dir)
         self.data.tokenizer.save_pretrained(pair_dir)
-        card = render_card(pair.config, metrics, training_args=args, data_args=self.data_args,
-                           example_prompt=self.data.eval_examples[0].prompt)
+        card = render_card(
+            pair.config,
+            metrics,
+            training_args=args,
+            data_args=self.data_args,
+            example_prompt=self.data.eval_examples[0].prompt,
+        )
         card.save(str(pair_dir / "README.md"))
 
 
@@ -223,8 +276,11 @@ class CoupledRecipe(ReasoningRecipe):
     def evaluate(self, model, output_dir: str | None = None) -> dict[str, Any]:
         data = self.data
         answers = CoupledSystem(model, data).complete(data.eval["prompt_ids"], data.eval["prompt_mask"])
-        return {"accuracy": data.accuracy(data.eval_examples, answers), "data_source": data.source,
-                "eval_examples": len(data.eval_examples)}
+        return {
+            "accuracy": data.accuracy(data.eval_examples, answers),
+            "data_source": data.source,
+            "eval_examples": len(data.eval_examples),
+        }
 
 
 class CoconutRecipe(CoupledRecipe):
@@ -240,20 +296,37 @@ class CoconutRecipe(CoupledRecipe):
     def evaluate(self, model, output_dir: str | None = None) -> dict[str, Any]:
         data = self.data
         answers = CoconutSystem(model, data).complete(data.eval["prompt_ids"], data.eval["prompt_mask"])
-        return {"accuracy": data.accuracy(data.eval_examples, answers), "data_source": data.source,
-                "eval_examples": len(data.eval_examples)}
+        return {
+            "accuracy": data.accuracy(data.eval_examples, answers),
+            "data_source": data.source,
+            "eval_examples": len(data.eval_examples),
+        }
 
 
 # The defaults of every `hf-jepa train` reasoning family and of the reproduction's runs.
-TRAINING_DEFAULTS = dict(max_steps=800, per_device_batch_size=64, learning_rate=1e-3, weight_decay=0.05,
-                         warmup_steps=20, mixed_precision="bf16", logging_steps=100, max_grad_norm=1.0)
+TRAINING_DEFAULTS = dict(
+    max_steps=800,
+    per_device_batch_size=64,
+    learning_rate=1e-3,
+    weight_decay=0.05,
+    warmup_steps=20,
+    mixed_precision="bf16",
+    logging_steps=100,
+    max_grad_norm=1.0,
+)
 
 
 # The reasoner, each Talker (trained on a frozen reasoner: --set reasoner=DIR) and the two coupled baselines are
 # separate families, each with its own config class; `hf-jepa reproduce jepa-reasoner` runs them all.
 FAMILIES = tuple(
-    Family(name=name, config_class=config_class, data_args_class=JepaReasonerDataArguments, recipe_class=recipe_class,
-           training_defaults=TRAINING_DEFAULTS, result_rows=result_rows)
+    Family(
+        name=name,
+        config_class=config_class,
+        data_args_class=JepaReasonerDataArguments,
+        recipe_class=recipe_class,
+        training_defaults=TRAINING_DEFAULTS,
+        result_rows=result_rows,
+    )
     for name, config_class, recipe_class in (
         ("jepa-reasoner", JepaReasonerConfig, JepaReasonerRecipe),
         ("jepa-mono-talker", MonoTalkerConfig, TalkerRecipe),

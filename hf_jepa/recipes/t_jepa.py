@@ -18,15 +18,13 @@ import torch
 
 from ..cards.t_jepa import render_card, result_rows
 from ..data.masking import SpanMaskingCollator
-from ..data.text import AmbiguityCorpus, retrieval_task, topic_classification_task, train_wordpiece_tokenizer
-from ..data.text import TextData
+from ..data.text import AmbiguityCorpus, TextData, retrieval_task, topic_classification_task, train_wordpiece_tokenizer
 from ..metrics.collapse import irreducible_conditional_variance, plot_failure_signature
 from ..metrics.downstream import embed_texts, linear_probe_accuracy, online_downstream, retrieval_recall
 from ..modeling.t_jepa import TJepaConfig, TJepaModel
 from ..trainers import seeded_generator
 from ._collapse import CollapseDiagnosedRecipe
 from .family import Family
-
 
 logger = logging.getLogger(__name__)
 
@@ -65,18 +63,27 @@ def check_tokenizer(config: TJepaConfig, tokenizer) -> None:
     """The tokenizer must fit the model: every id below the backbone's vocabulary, and the same [MASK] and [PAD]."""
     vocab = config.backbone_config.vocab_size
     if len(tokenizer) > vocab:
-        raise ValueError(f"the tokenizer has {len(tokenizer)} tokens but the model's vocabulary has {vocab}: they do "
-                         "not match (set the backbone's vocab_size or use the model's own tokenizer)")
+        raise ValueError(
+            f"the tokenizer has {len(tokenizer)} tokens but the model's vocabulary has {vocab}: they do "
+            "not match (set the backbone's vocab_size or use the model's own tokenizer)"
+        )
     if tokenizer.mask_token_id != config.mask_token_id or tokenizer.pad_token_id != config.pad_token_id:
-        raise ValueError(f"tokenizer [MASK]/[PAD] ids ({tokenizer.mask_token_id}, {tokenizer.pad_token_id}) differ "
-                         f"from the config's mask_token_id/pad_token_id ({config.mask_token_id}, {config.pad_token_id})")
+        raise ValueError(
+            f"tokenizer [MASK]/[PAD] ids ({tokenizer.mask_token_id}, {tokenizer.pad_token_id}) differ "
+            f"from the config's mask_token_id/pad_token_id ({config.mask_token_id}, {config.pad_token_id})"
+        )
 
 
 class TJepaRecipe(CollapseDiagnosedRecipe):
     name = "t-jepa"
 
-    def __init__(self, config: TJepaConfig, data_args: TJepaDataArguments | None = None, seed: int = 0,
-                 text: TextData | None = None):
+    def __init__(
+        self,
+        config: TJepaConfig,
+        data_args: TJepaDataArguments | None = None,
+        seed: int = 0,
+        text: TextData | None = None,
+    ):
         super().__init__(seed)
         self.config = config
         self.data_args = args = data_args or TJepaDataArguments()
@@ -99,26 +106,40 @@ class TJepaRecipe(CollapseDiagnosedRecipe):
         if args.backbone:
             from transformers import BertConfig
 
-            self.config = config = TJepaConfig(**{
-                **_own_fields(config), "backbone_config": BertConfig.from_pretrained(args.backbone),
-                "mask_token_id": self.tokenizer.mask_token_id, "pad_token_id": self.tokenizer.pad_token_id})
+            self.config = config = TJepaConfig(
+                **{
+                    **_own_fields(config),
+                    "backbone_config": BertConfig.from_pretrained(args.backbone),
+                    "mask_token_id": self.tokenizer.mask_token_id,
+                    "pad_token_id": self.tokenizer.pad_token_id,
+                }
+            )
         check_tokenizer(config, self.tokenizer)
-        common = dict(tokenizer=self.tokenizer, max_length=args.max_length, mask_ratio=(0.15, config.mask_ratio),
-                      num_spans=(1, config.num_spans), min_span=config.min_span_length,
-                      max_span=config.max_span_length, span_unit="token")
+        common = dict(
+            tokenizer=self.tokenizer,
+            max_length=args.max_length,
+            mask_ratio=(0.15, config.mask_ratio),
+            num_spans=(1, config.num_spans),
+            min_span=config.min_span_length,
+            max_span=config.max_span_length,
+            span_unit="token",
+        )
         self.collator = SpanMaskingCollator(seed=seed, **common)
         self.second_collator = SpanMaskingCollator(seed=seed + 7919, **common)
         n = args.diagnostics_sentences
-        self.set_fixed_batches(self._batch_for(self._texts_at(0, n, split="train"), step=0, rank=1_000),
-                               self._batch_for(self._texts_at(0, n, split="validation"), step=0, rank=1_001))
+        self.set_fixed_batches(
+            self._batch_for(self._texts_at(0, n, split="train"), step=0, rank=1_000),
+            self._batch_for(self._texts_at(0, n, split="validation"), step=0, rank=1_001),
+        )
         logger.info("T-JEPA recipe (%s objective) on %s", config.objective, self.source)
 
     # ------------------------------------------------------------------ batches
 
     def _texts_at(self, start: int, count: int, split: str):
         if self.ambiguity is not None:
-            sample = self.ambiguity.sample(count, seed=self.seed if split == "train" else 10_000 + self.seed,
-                                           start=start)
+            sample = self.ambiguity.sample(
+                count, seed=self.seed if split == "train" else 10_000 + self.seed, start=start
+            )
             return sample
         texts = self.text.train_texts if split == "train" else self.text.validation_texts
         return texts[:count] if split != "train" or start == 0 else texts
@@ -140,7 +161,9 @@ class TJepaRecipe(CollapseDiagnosedRecipe):
         if self.ambiguity is not None:
             sample = self.ambiguity.sample(batch_size, seed=self.seed, start=(step * 64 + rank) * batch_size)
             return self._batch_for(sample, step, rank)
-        index = torch.randint(len(self.text.train_texts), (batch_size,), generator=seeded_generator(self.seed, step, rank))
+        index = torch.randint(
+            len(self.text.train_texts), (batch_size,), generator=seeded_generator(self.seed, step, rank)
+        )
         return self._batch_for([self.text.train_texts[i] for i in index.tolist()], step, rank)
 
     # ------------------------------------------------------------------ Recipe protocol
@@ -153,8 +176,11 @@ class TJepaRecipe(CollapseDiagnosedRecipe):
     def batch_diagnostics(self, model: TJepaModel, batch) -> dict[str, float]:
         output = model(**batch)
         embeddings = model.embed(batch["input_ids"], batch["attention_mask"])
-        metrics = self.diagnostics.compute(output.predictions.float(), output.targets.float(), embeddings.float()) \
-            if output.predictions is not None else self.diagnostics.compute(embeddings.float(), embeddings.float())
+        metrics = (
+            self.diagnostics.compute(output.predictions.float(), output.targets.float(), embeddings.float())
+            if output.predictions is not None
+            else self.diagnostics.compute(embeddings.float(), embeddings.float())
+        )
         metrics["loss"] = float(output.loss)
         if self.ambiguity is not None and batch is self.fixed_val:
             metrics["irreducible_variance"] = self.irreducible_variance(model)
@@ -190,12 +216,18 @@ class TJepaRecipe(CollapseDiagnosedRecipe):
         train_x = embed_texts(model, self.tokenizer, task.train_texts, max_length)
         test_x = embed_texts(model, self.tokenizer, task.test_texts, max_length)
         counts = torch.bincount(torch.tensor(task.test_labels))
-        metrics = {"probe_accuracy": linear_probe_accuracy(train_x, task.train_labels, test_x, task.test_labels),
-                   "probe_majority_baseline": float(counts.max() / counts.sum())}
+        metrics = {
+            "probe_accuracy": linear_probe_accuracy(train_x, task.train_labels, test_x, task.test_labels),
+            "probe_majority_baseline": float(counts.max() / counts.sum()),
+        }
         retrieval = retrieval_task(self.text.corpus, num_queries=500, seed=0)
-        metrics.update(retrieval_recall(embed_texts(model, self.tokenizer, retrieval.queries, max_length),
-                                        embed_texts(model, self.tokenizer, retrieval.documents, max_length),
-                                        retrieval.positives))
+        metrics.update(
+            retrieval_recall(
+                embed_texts(model, self.tokenizer, retrieval.queries, max_length),
+                embed_texts(model, self.tokenizer, retrieval.documents, max_length),
+                retrieval.positives,
+            )
+        )
         metrics["retrieval_documents"] = len(retrieval.documents)
         return metrics
 
@@ -223,11 +255,25 @@ class TJepaRecipe(CollapseDiagnosedRecipe):
 
 
 # The defaults of `hf-jepa train t-jepa` and of the reproduction's text runs.
-TRAINING_DEFAULTS = dict(max_steps=400, per_device_batch_size=32, learning_rate=5e-4, weight_decay=0.05,
-                         warmup_steps=40, mixed_precision="bf16", logging_steps=40, max_grad_norm=1.0)
+TRAINING_DEFAULTS = dict(
+    max_steps=400,
+    per_device_batch_size=32,
+    learning_rate=5e-4,
+    weight_decay=0.05,
+    warmup_steps=40,
+    mixed_precision="bf16",
+    logging_steps=40,
+    max_grad_norm=1.0,
+)
 
 
 FAMILIES = (
-    Family(name="t-jepa", config_class=TJepaConfig, data_args_class=TJepaDataArguments, recipe_class=TJepaRecipe,
-           training_defaults=TRAINING_DEFAULTS, result_rows=result_rows),
+    Family(
+        name="t-jepa",
+        config_class=TJepaConfig,
+        data_args_class=TJepaDataArguments,
+        recipe_class=TJepaRecipe,
+        training_defaults=TRAINING_DEFAULTS,
+        result_rows=result_rows,
+    ),
 )

@@ -10,7 +10,6 @@ from ..recipes.bro_jepa import TRAINING_DEFAULTS, BroJepaDataArguments, BroJepaR
 from ..trainers import JepaTrainer, TrainingArguments
 from .result import ReproductionResult
 
-
 logger = logging.getLogger(__name__)
 
 FAMILY = "bro-jepa"
@@ -20,8 +19,11 @@ FAMILY = "bro-jepa"
 # on a 2-core CPU in minutes; `resnet_base_width=64` restores the standard network.
 REPRODUCTION_VARIANTS = [
     ("Supervised MLP", dict(encoder_type="mlp", objective="supervised", predictor_type="additive_mlp"), 600),
-    ("Supervised ResNet-18", dict(encoder_type="resnet18", resnet_base_width=16, objective="supervised",
-                                  predictor_type="additive_mlp"), 300),
+    (
+        "Supervised ResNet-18",
+        dict(encoder_type="resnet18", resnet_base_width=16, objective="supervised", predictor_type="additive_mlp"),
+        300,
+    ),
     ("Additive JEPA", dict(predictor_type="additive_mlp"), 1000),
     # Weighted like the invariance term (25): both are latent prediction errors of the same scale.
     ("Additive JEPA + composition loss", dict(predictor_type="additive_mlp", composition_weight=25.0), 1000),

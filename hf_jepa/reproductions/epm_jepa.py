@@ -13,9 +13,6 @@ from ..data import MnistSplits
 from ..metrics.world_model import plot_world_model_diagnostics
 from ..modeling.epm_jepa import EpmJepaConfig
 from ..modeling.epm_jepa.configuration_epm_jepa import TRACK_NAMES
-from ..recipes.epm_jepa import ADAPT_DEFAULTS, TRAINING_DEFAULTS, EpmJepaDataArguments, EpmJepaRecipe, build_eval_pixels
-from ..recipes.family import PRESETS
-from ..trainers import JepaTrainer, TrainingArguments
 from ..paper_figures import (
     EPM_JEPA_C_VS_A_PERCENT,
     EPM_JEPA_C_VS_B_PERCENT,
@@ -23,8 +20,10 @@ from ..paper_figures import (
     EPM_JEPA_D_SHIFT_STD,
     EPM_JEPA_OUTCOME_THRESHOLD_PERCENT,
 )
+from ..recipes.epm_jepa import ADAPT_DEFAULTS, TRAINING_DEFAULTS, EpmJepaDataArguments, EpmJepaRecipe, build_eval_pixels
+from ..recipes.family import PRESETS
+from ..trainers import JepaTrainer, TrainingArguments
 from .result import ReproductionResult, mean_and_std
-
 
 logger = logging.getLogger(__name__)
 
@@ -53,16 +52,26 @@ def summarize_runs(runs: list[dict]) -> dict[str, Any]:
         values = [r["d_shift"] for r in runs if r["track"] == track]
         if values:
             mean, std = mean_and_std(values)
-            per_track[track] = {"d_shift_mean": mean, "d_shift_std": std, "seeds": len(values),
-                                "d_shift_per_seed": values}
+            per_track[track] = {
+                "d_shift_mean": mean,
+                "d_shift_std": std,
+                "seeds": len(values),
+                "d_shift_per_seed": values,
+            }
     summary: dict[str, Any] = {"tracks": per_track}
     if {"ei", "epm"} <= per_track.keys():
-        summary["delta_c_vs_b_percent"] = relative_improvement(per_track["epm"]["d_shift_mean"], per_track["ei"]["d_shift_mean"])
+        summary["delta_c_vs_b_percent"] = relative_improvement(
+            per_track["epm"]["d_shift_mean"], per_track["ei"]["d_shift_mean"]
+        )
         summary["outcome"] = preregistered_outcome(summary["delta_c_vs_b_percent"])
     if {"vanilla", "epm"} <= per_track.keys():
-        summary["delta_c_vs_a_percent"] = relative_improvement(per_track["epm"]["d_shift_mean"], per_track["vanilla"]["d_shift_mean"])
+        summary["delta_c_vs_a_percent"] = relative_improvement(
+            per_track["epm"]["d_shift_mean"], per_track["vanilla"]["d_shift_mean"]
+        )
     if {"vanilla", "ei"} <= per_track.keys():
-        summary["delta_b_vs_a_percent"] = relative_improvement(per_track["ei"]["d_shift_mean"], per_track["vanilla"]["d_shift_mean"])
+        summary["delta_b_vs_a_percent"] = relative_improvement(
+            per_track["ei"]["d_shift_mean"], per_track["vanilla"]["d_shift_mean"]
+        )
     bases = [r for r in runs if r["track"] == "base"]
     if bases:
         for key in ("d_shift", "d_shift_copy_last", "d_train", "gate_fire_rate_shift", "gate_fire_rate_train"):
@@ -76,19 +85,30 @@ def format_results_table(summary: dict[str, Any]) -> str:
     lines = [f"| Track | D_shift(n={n}), ours | per seed | paper (n=50) |", "|---|---:|---|---:|"]
     for track, stats in summary["tracks"].items():
         paper = EPM_JEPA_D_SHIFT[track]
-        paper_text = f"{paper:.4f}" + (f" +- {EPM_JEPA_D_SHIFT_STD[track]:.4f}" if track in EPM_JEPA_D_SHIFT_STD else "")
+        paper_text = f"{paper:.4f}" + (
+            f" +- {EPM_JEPA_D_SHIFT_STD[track]:.4f}" if track in EPM_JEPA_D_SHIFT_STD else ""
+        )
         seeds = ", ".join(f"{v:.4f}" for v in stats["d_shift_per_seed"])
-        lines.append(f"| {TRACK_NAMES[track]} | {stats['d_shift_mean']:.4f} +- {stats['d_shift_std']:.4f} | {seeds} | {paper_text} |")
+        lines.append(
+            f"| {TRACK_NAMES[track]} | {stats['d_shift_mean']:.4f} +- {stats['d_shift_std']:.4f} | {seeds} | {paper_text} |"
+        )
     lines += ["", "| Comparison | ours | paper |", "|---|---:|---:|"]
     if "delta_c_vs_b_percent" in summary:
-        lines.append(f"| C vs B (EPM better than EI by) | {summary['delta_c_vs_b_percent']:+.2f}% | {EPM_JEPA_C_VS_B_PERCENT:.2f}% |")
+        lines.append(
+            f"| C vs B (EPM better than EI by) | {summary['delta_c_vs_b_percent']:+.2f}% | {EPM_JEPA_C_VS_B_PERCENT:.2f}% |"
+        )
         lines.append(f"| Pre-registered outcome | {summary['outcome']} | C (null) |")
     if "delta_c_vs_a_percent" in summary:
-        lines.append(f"| C vs A (EPM better than vanilla by) | {summary['delta_c_vs_a_percent']:+.2f}% | {EPM_JEPA_C_VS_A_PERCENT:.2f}% |")
+        lines.append(
+            f"| C vs A (EPM better than vanilla by) | {summary['delta_c_vs_a_percent']:+.2f}% | {EPM_JEPA_C_VS_A_PERCENT:.2f}% |"
+        )
     if "delta_b_vs_a_percent" in summary:
-        lines.append(f"| B vs A (EI better than vanilla by) | {summary['delta_b_vs_a_percent']:+.2f}% | "
-                     f"{relative_improvement(EPM_JEPA_D_SHIFT['ei'], EPM_JEPA_D_SHIFT['vanilla']):.2f}% |")
+        lines.append(
+            f"| B vs A (EI better than vanilla by) | {summary['delta_b_vs_a_percent']:+.2f}% | "
+            f"{relative_improvement(EPM_JEPA_D_SHIFT['ei'], EPM_JEPA_D_SHIFT['vanilla']):.2f}% |"
+        )
     if "base_d_shift" in summary:
+
         def fmt(key):
             mean, std = summary[key]
             return f"{mean:.4f} +- {std:.4f}"
@@ -136,17 +156,25 @@ def reproduce_epm_jepa(
         logger.info("Seed %d: pretraining the shared vanilla base (%d steps, g = 0)", seed, pretrain_steps)
         settings = {**TRAINING_DEFAULTS, "max_steps": pretrain_steps, "logging_steps": max(1, pretrain_steps // 10)}
         recipe = EpmJepaRecipe(base_config, data_args, seed=seed, splits=splits, eval_pixels=eval_pixels)
-        metrics = JepaTrainer(recipe, TrainingArguments(output_dir=str(base_dir), seed=seed, **settings)).train().metrics
+        metrics = (
+            JepaTrainer(recipe, TrainingArguments(output_dir=str(base_dir), seed=seed, **settings)).train().metrics
+        )
         runs.append({**metrics, "track": "base", "seed": seed})
         for track in tracks:
-            adapt_args = EpmJepaDataArguments(**{**asdict(data_args), "stage": "adapt", "init_from": str(base_dir),
-                                                 "eval_every": 1 if quick else 10})
+            adapt_args = EpmJepaDataArguments(
+                **{**asdict(data_args), "stage": "adapt", "init_from": str(base_dir), "eval_every": 1 if quick else 10}
+            )
             config = make_config(track=track)
-            settings = {**ADAPT_DEFAULTS, "max_steps": experience_steps,
-                        "logging_steps": 1 if quick else ADAPT_DEFAULTS["logging_steps"]}
+            settings = {
+                **ADAPT_DEFAULTS,
+                "max_steps": experience_steps,
+                "logging_steps": 1 if quick else ADAPT_DEFAULTS["logging_steps"],
+            }
             recipe = EpmJepaRecipe(config, adapt_args, seed=seed, splits=splits, eval_pixels=eval_pixels)
             run_dir = output_dir / f"seed{seed}" / track
-            logger.info("Seed %d, track %s: %d experience steps on the shifted distribution", seed, track, experience_steps)
+            logger.info(
+                "Seed %d, track %s: %d experience steps on the shifted distribution", seed, track, experience_steps
+            )
             training_args = TrainingArguments(output_dir=str(run_dir), seed=seed, **settings)
             metrics = JepaTrainer(recipe, training_args).train().metrics
             runs.append({**metrics, "track": track, "seed": seed, "model_dir": str(run_dir)})
@@ -154,13 +182,21 @@ def reproduce_epm_jepa(
             if seed == seeds[0]:
                 first_seed_runs.append((run_dir, metrics, training_args, adapt_args))
     summary = summarize_runs(runs)
-    summary.update(experience_steps=experience_steps, pretrain_steps=pretrain_steps, seeds=list(seeds), preset=preset,
-                   data_source=splits.source, quick=quick)
+    summary.update(
+        experience_steps=experience_steps,
+        pretrain_steps=pretrain_steps,
+        seeds=list(seeds),
+        preset=preset,
+        data_source=splits.source,
+        quick=quick,
+    )
     result = ReproductionResult(FAMILY, summary, format_results_table(summary), output_dir)
     result.save(extra={"runs": runs})
-    plot_world_model_diagnostics({TRACK_NAMES[t]: _mean_history(h) for t, h in histories.items()},
-                                 output_dir / "diagnostics.png",
-                                 title=f"EPM-JEPA experience phase (mean over {len(seeds)} seeds)")
+    plot_world_model_diagnostics(
+        {TRACK_NAMES[t]: _mean_history(h) for t, h in histories.items()},
+        output_dir / "diagnostics.png",
+        title=f"EPM-JEPA experience phase (mean over {len(seeds)} seeds)",
+    )
     # The first seed's model of each track ships with the whole comparison on its card.
     for run_dir, metrics, training_args, adapt_args in first_seed_runs:
         config = EpmJepaConfig.from_pretrained(run_dir)
@@ -179,9 +215,23 @@ def _mean_history(histories: list[list[dict]]) -> list[dict]:
     for step in sorted(by_step):
         records = by_step[step]
         keys = set.intersection(*(set(r) for r in records)) - {"step"}
-        merged.append({"step": step, **{k: statistics.fmean(float(r[k]) for r in records) for k in keys
-                                        if all(isinstance(r[k], (int, float)) and math.isfinite(r[k]) for r in records)}})
+        merged.append(
+            {
+                "step": step,
+                **{
+                    k: statistics.fmean(float(r[k]) for r in records)
+                    for k in keys
+                    if all(isinstance(r[k], (int, float)) and math.isfinite(r[k]) for r in records)
+                },
+            }
+        )
     return merged
 
 
-__all__ = ["format_results_table", "preregistered_outcome", "relative_improvement", "reproduce_epm_jepa", "summarize_runs"]
+__all__ = [
+    "format_results_table",
+    "preregistered_outcome",
+    "relative_improvement",
+    "reproduce_epm_jepa",
+    "summarize_runs",
+]

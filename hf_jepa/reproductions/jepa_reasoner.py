@@ -35,7 +35,6 @@ from ..recipes.jepa_reasoner import (
 from ..trainers import JepaTrainer, TrainingArguments
 from .result import ReproductionResult
 
-
 logger = logging.getLogger(__name__)
 
 FAMILY = "jepa-reasoner"
@@ -48,13 +47,19 @@ REPRODUCTION_STEPS = {
 }
 # Task settings of the reproduction: arithmetic problems keep 1-2 operations (answers <= ~70 tokens) and 8000 training
 # problems, because every Talker training example needs a free-running latent chain as long as its answer.
-REPRODUCTION_DATA = {"tree_search": {}, "cfg": {},
-                     "arithmetic": {"min_operations": 1, "max_operations": 2, "num_train_examples": 8000}}
+REPRODUCTION_DATA = {
+    "tree_search": {},
+    "cfg": {},
+    "arithmetic": {"min_operations": 1, "max_operations": 2, "num_train_examples": 8000},
+}
 TALKER_FOR_TASK = {"tree_search": "dual", "cfg": "mono", "arithmetic": "dual"}
 REPLACEMENT_RATES = (0.0, 0.1, 0.2, 0.3)
 NOISE_STDS = (0.0, 0.25, 0.5, 1.0)
-PAPER = {"tree_search_accuracy": JEPA_REASONER_TREE_SEARCH_ACCURACY, "gsm8k_8shot": JEPA_REASONER_GSM8K_8SHOT,
-         "gsm8k_8shot_coupled": JEPA_REASONER_GSM8K_8SHOT_COUPLED}
+PAPER = {
+    "tree_search_accuracy": JEPA_REASONER_TREE_SEARCH_ACCURACY,
+    "gsm8k_8shot": JEPA_REASONER_GSM8K_8SHOT,
+    "gsm8k_8shot_coupled": JEPA_REASONER_GSM8K_8SHOT_COUPLED,
+}
 
 
 def cpu_configs(data: ReasoningData, quick: bool = False) -> dict[str, Any]:
@@ -65,16 +70,18 @@ def cpu_configs(data: ReasoningData, quick: bool = False) -> dict[str, Any]:
     length = data.max_prompt_length + 1 + data.max_answer_length + 8
     if quick:
         return {
-            "reasoner": JepaReasonerConfig.tiny(vocab_size=vocab, max_position_embeddings=length,
-                                                num_reasoning_steps=data.max_answer_length),
+            "reasoner": JepaReasonerConfig.tiny(
+                vocab_size=vocab, max_position_embeddings=length, num_reasoning_steps=data.max_answer_length
+            ),
             "mono": MonoTalkerConfig.tiny(vocab_size=vocab, max_position_embeddings=2 * length),
             "dual": DualTalkerConfig.tiny(vocab_size=vocab, max_position_embeddings=2 * length),
             "coupled": CoupledTransformerConfig.tiny(vocab_size=vocab, max_position_embeddings=length),
             "coconut": CoconutConfig.tiny(vocab_size=vocab, max_position_embeddings=length + 8),
         }
     return {
-        "reasoner": JepaReasonerConfig.cpu_fast(vocab_size=vocab, max_position_embeddings=length,
-                                                num_reasoning_steps=data.max_answer_length),
+        "reasoner": JepaReasonerConfig.cpu_fast(
+            vocab_size=vocab, max_position_embeddings=length, num_reasoning_steps=data.max_answer_length
+        ),
         "mono": MonoTalkerConfig.cpu_fast(vocab_size=vocab, max_position_embeddings=2 * length),
         "dual": DualTalkerConfig.cpu_fast(vocab_size=vocab, max_position_embeddings=3 * length),
         "coupled": CoupledTransformerConfig.cpu_fast(vocab_size=vocab, max_position_embeddings=length),
@@ -111,8 +118,12 @@ def reproduce_jepa_reasoner(
 
     def train(recipe, task, name, steps):
         steps = max(2, int(round(steps * steps_scale))) if not quick else 4
-        settings = {**TRAINING_DEFAULTS, "max_steps": steps, "logging_steps": max(1, steps // 8),
-                    "disable_progress_bar": False}
+        settings = {
+            **TRAINING_DEFAULTS,
+            "max_steps": steps,
+            "logging_steps": max(1, steps // 8),
+            "disable_progress_bar": False,
+        }
         if quick:
             settings.update(per_device_batch_size=8, warmup_steps=0, mixed_precision="no")
         args = TrainingArguments(output_dir=str(output_dir / task / name), seed=seed, **settings)
@@ -121,29 +132,42 @@ def reproduce_jepa_reasoner(
 
     for task in tasks:
         task_settings = dict(REPRODUCTION_DATA[task])
-        task_settings["num_train_examples"] = 64 if quick else min(
-            num_train_examples, task_settings.get("num_train_examples", num_train_examples))
-        data_args = JepaReasonerDataArguments(task=task, task_seed=seed, num_eval_examples=8 if quick else num_eval_examples,
-                                              **task_settings)
+        task_settings["num_train_examples"] = (
+            64 if quick else min(num_train_examples, task_settings.get("num_train_examples", num_train_examples))
+        )
+        data_args = JepaReasonerDataArguments(
+            task=task, task_seed=seed, num_eval_examples=8 if quick else num_eval_examples, **task_settings
+        )
         task_data = ReasoningData(data_args)
         configs = cpu_configs(task_data, quick)
         steps = REPRODUCTION_STEPS[task]
         row: dict[str, Any] = {"data_source": task_data.source, "eval_examples": len(task_data.eval_examples)}
-        reasoner = train(JepaReasonerRecipe(configs["reasoner"], data_args, seed, task_data), task, "reasoner",
-                         steps["reasoner"])
+        reasoner = train(
+            JepaReasonerRecipe(configs["reasoner"], data_args, seed, task_data), task, "reasoner", steps["reasoner"]
+        )
         row["reasoner"] = reasoner.metrics
         talker_kind = TALKER_FOR_TASK[task]
-        talker = train(TalkerRecipe(configs[talker_kind], data_args, seed, task_data, reasoner=reasoner.model), task,
-                       f"{talker_kind}-talker", steps["talker"])
+        talker = train(
+            TalkerRecipe(configs[talker_kind], data_args, seed, task_data, reasoner=reasoner.model),
+            task,
+            f"{talker_kind}-talker",
+            steps["talker"],
+        )
         row["jepa_reasoner"] = {**talker.metrics, "talker": talker_kind}
-        systems = {"JEPA-Reasoner + " + talker_kind.capitalize() + "-Talker":
-                   DecoupledSystem(JepaReasonerWithTalker.from_components(reasoner.model, talker.model), task_data)}
-        coupled = train(CoupledRecipe(configs["coupled"], data_args, seed, task_data), task, "coupled", steps["coupled"])
+        systems = {
+            "JEPA-Reasoner + " + talker_kind.capitalize() + "-Talker": DecoupledSystem(
+                JepaReasonerWithTalker.from_components(reasoner.model, talker.model), task_data
+            )
+        }
+        coupled = train(
+            CoupledRecipe(configs["coupled"], data_args, seed, task_data), task, "coupled", steps["coupled"]
+        )
         row["coupled"] = coupled.metrics
         systems["coupled transformer"] = CoupledSystem(coupled.model, task_data)
         if "coconut" in steps:
-            coconut = train(CoconutRecipe(configs["coconut"], data_args, seed, task_data), task, "coconut",
-                            steps["coconut"])
+            coconut = train(
+                CoconutRecipe(configs["coconut"], data_args, seed, task_data), task, "coconut", steps["coconut"]
+            )
             row["coconut"] = coconut.metrics
             systems["COCONUT"] = CoconutSystem(coconut.model, task_data)
         if task == "cfg":
@@ -155,8 +179,9 @@ def reproduce_jepa_reasoner(
             plot_cfg_robustness(robustness, output_dir / "cfg_robustness.png")
         if task == "tree_search" and (output_dir / task / "reasoner" / "mixed_latents.png").exists():
             output_dir.mkdir(parents=True, exist_ok=True)
-            (output_dir / "mixed_latents.png").write_bytes((output_dir / task / "reasoner" / "mixed_latents.png")
-                                                           .read_bytes())
+            (output_dir / "mixed_latents.png").write_bytes(
+                (output_dir / task / "reasoner" / "mixed_latents.png").read_bytes()
+            )
         results["tasks"][task] = row
     results["wall_time_s"] = round(time.perf_counter() - started, 1)
     result = ReproductionResult(FAMILY, results, format_jepa_reasoner_tables(results), output_dir)
@@ -171,31 +196,50 @@ def _pct(value) -> str:
 def format_jepa_reasoner_tables(results: dict[str, Any]) -> str:
     """Markdown tables of a `reproduce_jepa_reasoner` summary."""
     tasks = results.get("tasks", {})
-    labels = {"tree_search": "binary tree search (exact path)", "cfg": "CFG completion (valid under the grammar)",
-              "arithmetic": "arithmetic word problems (final answer)"}
-    lines = [f"JEPA-Reasoner reproduction (seed {results.get('seed')}, wall time {results.get('wall_time_s')} s)", "",
-             "| Task | JEPA-Reasoner + Talker | coupled transformer | COCONUT | paper (JEPA-Reasoner) |",
-             "|---|---:|---:|---:|---:|"]
-    paper = {"tree_search": _pct(PAPER["tree_search_accuracy"]), "cfg": "more robust than both",
-             "arithmetic": f"GSM8K 8-shot {_pct(PAPER['gsm8k_8shot'])} vs {_pct(PAPER['gsm8k_8shot_coupled'])}"}
+    labels = {
+        "tree_search": "binary tree search (exact path)",
+        "cfg": "CFG completion (valid under the grammar)",
+        "arithmetic": "arithmetic word problems (final answer)",
+    }
+    lines = [
+        f"JEPA-Reasoner reproduction (seed {results.get('seed')}, wall time {results.get('wall_time_s')} s)",
+        "",
+        "| Task | JEPA-Reasoner + Talker | coupled transformer | COCONUT | paper (JEPA-Reasoner) |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    paper = {
+        "tree_search": _pct(PAPER["tree_search_accuracy"]),
+        "cfg": "more robust than both",
+        "arithmetic": f"GSM8K 8-shot {_pct(PAPER['gsm8k_8shot'])} vs {_pct(PAPER['gsm8k_8shot_coupled'])}",
+    }
     for task, row in tasks.items():
         ours = row.get("jepa_reasoner", {})
-        lines.append(f"| {labels.get(task, task)} | {_pct(ours.get('accuracy'))} ({ours.get('talker', '')}) | "
-                     f"{_pct(row.get('coupled', {}).get('accuracy'))} | "
-                     f"{_pct(row['coconut']['accuracy']) if 'coconut' in row else '-'} | {paper.get(task, '')} |")
-    lines += ["", "| Task | reasoner eval loss | teacher-forced cosine | free-running cosine | nearest-token cosine |",
-              "|---|---:|---:|---:|---:|"]
+        lines.append(
+            f"| {labels.get(task, task)} | {_pct(ours.get('accuracy'))} ({ours.get('talker', '')}) | "
+            f"{_pct(row.get('coupled', {}).get('accuracy'))} | "
+            f"{_pct(row['coconut']['accuracy']) if 'coconut' in row else '-'} | {paper.get(task, '')} |"
+        )
+    lines += [
+        "",
+        "| Task | reasoner eval loss | teacher-forced cosine | free-running cosine | nearest-token cosine |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for task, row in tasks.items():
         r = row.get("reasoner", {})
-        cells = [f"{r[k]:.4f}" if isinstance(r.get(k), float) else "n/a"
-                 for k in ("eval_loss", "teacher_forced_cosine", "free_running_cosine", "nearest_token_cosine")]
+        cells = [
+            f"{r[k]:.4f}" if isinstance(r.get(k), float) else "n/a"
+            for k in ("eval_loss", "teacher_forced_cosine", "free_running_cosine", "nearest_token_cosine")
+        ]
         lines.append(f"| {task} | " + " | ".join(cells) + " |")
     robustness = tasks.get("cfg", {}).get("robustness")
     if robustness:
         for kind, title in (("replacement", "input tokens replaced"), ("noise", "latent noise (std / RMS)")):
             levels = sorted({float(x) for curves in robustness.values() for x in curves[kind]})
-            lines += ["", f"| CFG: {title} | " + " | ".join(f"{x:g}" for x in levels) + " |",
-                      "|---|" + "---:|" * len(levels)]
+            lines += [
+                "",
+                f"| CFG: {title} | " + " | ".join(f"{x:g}" for x in levels) + " |",
+                "|---|" + "---:|" * len(levels),
+            ]
             for name, curves in robustness.items():
                 values = {float(k): v for k, v in curves[kind].items()}
                 lines.append(f"| {name} | " + " | ".join(_pct(values.get(x)) for x in levels) + " |")

@@ -32,8 +32,7 @@ class ReproductionResult:
 def mean_and_std(values: Iterable) -> tuple[float, float] | None:
     """Mean and sample standard deviation (0 for one value) of the finite numbers in `values`; None if there are none
     (a metric a run did not produce, or that came out NaN)."""
-    finite = [float(v) for v in values
-              if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
+    finite = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
     if not finite:
         return None
     return statistics.fmean(finite), (statistics.stdev(finite) if len(finite) > 1 else 0.0)

@@ -20,7 +20,6 @@ from ..recipes.t_jepa import TRAINING_DEFAULTS, TJepaDataArguments, TJepaRecipe
 from ..trainers import JepaTrainer, TrainingArguments
 from .result import ReproductionResult, mean_and_std
 
-
 logger = logging.getLogger(__name__)
 
 FAMILY = "t-jepa"
@@ -82,29 +81,54 @@ def reproduce_t_jepa(
     for seed in seeds:
         data_args = TJepaDataArguments(data=data, diagnostics_sentences=32 if quick else 128)
         run(TJepaRecipe(text_preset(), data_args, seed=seed, text=text), "t-jepa", seed, TRAINING_DEFAULTS)
-        image_args = IJepaDataArguments(data=mnist, diagnostics_images=64 if quick else 256,
-                                        probe_images=500 if quick else 5000)
+        image_args = IJepaDataArguments(
+            data=mnist, diagnostics_images=64 if quick else 256, probe_images=500 if quick else 5000
+        )
         run(IJepaRecipe(image_preset(), image_args, seed=seed, splits=splits), "i-jepa", seed, I_JEPA_TRAINING_DEFAULTS)
         for objective in objectives:
-            run(TJepaRecipe(text_preset(objective=objective), data_args, seed=seed, text=text), objective, seed,
-                TRAINING_DEFAULTS)
+            run(
+                TJepaRecipe(text_preset(objective=objective), data_args, seed=seed, text=text),
+                objective,
+                seed,
+                TRAINING_DEFAULTS,
+            )
         untrained = TJepaRecipe(text_preset(), data_args, seed=seed, text=text)
         torch.manual_seed(seed)
-        rows.setdefault("untrained encoder", []).append({**untrained.downstream(TJepaModel(text_preset())), "seed": seed})
+        rows.setdefault("untrained encoder", []).append(
+            {**untrained.downstream(TJepaModel(text_preset())), "seed": seed}
+        )
         for ambiguity in ambiguities:
-            args = TJepaDataArguments(corpus="ambiguity", ambiguity=ambiguity, diagnostics_sentences=32 if quick else 128,
-                                      downstream=False)
-            run(TJepaRecipe(text_preset(), args, seed=seed, text=None), f"ambiguity-{ambiguity}", seed,
-                TRAINING_DEFAULTS)
+            args = TJepaDataArguments(
+                corpus="ambiguity", ambiguity=ambiguity, diagnostics_sentences=32 if quick else 128, downstream=False
+            )
+            run(
+                TJepaRecipe(text_preset(), args, seed=seed, text=None),
+                f"ambiguity-{ambiguity}",
+                seed,
+                TRAINING_DEFAULTS,
+            )
 
-    summary = summarize_t_jepa(rows, seeds=list(seeds), steps=max_steps, quick=quick,
-                               text_source=text.source, image_source=splits.source, ambiguities=list(ambiguities),
-                               objectives=list(objectives))
+    summary = summarize_t_jepa(
+        rows,
+        seeds=list(seeds),
+        steps=max_steps,
+        quick=quick,
+        text_source=text.source,
+        image_source=splits.source,
+        ambiguities=list(ambiguities),
+        objectives=list(objectives),
+    )
     output_dir.mkdir(parents=True, exist_ok=True)
-    plot_failure_signature({"T-JEPA (text)": records["t-jepa"], "I-JEPA (MNIST)": records["i-jepa"]},
-                           output_dir / "failure_signature.png", title="T-JEPA vs I-JEPA diagnostics over training")
-    plot_failure_signature({f"ambiguity {k}": records[f"ambiguity-{k}"] for k in ambiguities},
-                           output_dir / "ambiguity_sweep.png", title="T-JEPA on the synthetic ambiguity corpus")
+    plot_failure_signature(
+        {"T-JEPA (text)": records["t-jepa"], "I-JEPA (MNIST)": records["i-jepa"]},
+        output_dir / "failure_signature.png",
+        title="T-JEPA vs I-JEPA diagnostics over training",
+    )
+    plot_failure_signature(
+        {f"ambiguity {k}": records[f"ambiguity-{k}"] for k in ambiguities},
+        output_dir / "ambiguity_sweep.png",
+        title="T-JEPA on the synthetic ambiguity corpus",
+    )
     result = ReproductionResult(FAMILY, summary, format_t_jepa_tables(summary), output_dir)
     result.save(extra={"runs": rows})
     return result
@@ -133,34 +157,52 @@ def format_t_jepa_tables(summary: dict[str, Any]) -> str:
         values = runs.get(name, {}).get(f"{key}_per_seed") or []
         return ", ".join("none" if v is None else str(v) for v in values) or "n/a"
 
-    lines = [f"Diagnostics at the end of training ({summary.get('steps')} steps, mean +- std over {n} seed(s)); "
-             "event steps per seed.", "",
-             "| Model | MI proxy (nats) | max MI | val effective rank | val cosine mean | MI saturation | loss divergence | rank collapse |",
-             "|---|---:|---:|---:|---:|---|---|---|"]
+    lines = [
+        f"Diagnostics at the end of training ({summary.get('steps')} steps, mean +- std over {n} seed(s)); "
+        "event steps per seed.",
+        "",
+        "| Model | MI proxy (nats) | max MI | val effective rank | val cosine mean | MI saturation | loss divergence | rank collapse |",
+        "|---|---:|---:|---:|---:|---|---|---|",
+    ]
     for name, label in (("t-jepa", "T-JEPA (text)"), ("i-jepa", "I-JEPA (MNIST)")):
         if name in runs:
-            lines.append(f"| {label} | {get(name, 'mi_proxy')} | {get(name, 'mi_max')} | {get(name, 'effective_rank', digits=2)} | "
-                         f"{get(name, 'cosine_mean')} | {steps(name, 'mi_saturation_step')} | "
-                         f"{steps(name, 'divergence_step')} | {steps(name, 'rank_collapse_step')} |")
-    lines += ["", "| Encoder (same backbone, data, steps) | topic probe accuracy | retrieval R@1 | retrieval R@10 | val effective rank |",
-              "|---|---:|---:|---:|---:|"]
+            lines.append(
+                f"| {label} | {get(name, 'mi_proxy')} | {get(name, 'mi_max')} | {get(name, 'effective_rank', digits=2)} | "
+                f"{get(name, 'cosine_mean')} | {steps(name, 'mi_saturation_step')} | "
+                f"{steps(name, 'divergence_step')} | {steps(name, 'rank_collapse_step')} |"
+            )
+    lines += [
+        "",
+        "| Encoder (same backbone, data, steps) | topic probe accuracy | retrieval R@1 | retrieval R@10 | val effective rank |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for name in ["t-jepa", *summary.get("objectives", []), "untrained encoder"]:
         if name in runs:
-            lines.append(f"| {name} | {get(name, 'probe_accuracy', percent=True, digits=1)} | "
-                         f"{get(name, 'retrieval_recall_at_1', percent=True, digits=1)} | "
-                         f"{get(name, 'retrieval_recall_at_10', percent=True, digits=1)} | {get(name, 'effective_rank', digits=2)} |")
+            lines.append(
+                f"| {name} | {get(name, 'probe_accuracy', percent=True, digits=1)} | "
+                f"{get(name, 'retrieval_recall_at_1', percent=True, digits=1)} | "
+                f"{get(name, 'retrieval_recall_at_10', percent=True, digits=1)} | {get(name, 'effective_rank', digits=2)} |"
+            )
     if "t-jepa" in runs and runs["t-jepa"].get("probe_majority_baseline"):
         lines.append(f"| (majority class) | {get('t-jepa', 'probe_majority_baseline', percent=True, digits=1)} | | | |")
-    lines += ["", "| Ambiguity (valid completions) | conditional entropy (nats) | MI proxy | val effective rank | irreducible variance | val loss |",
-              "|---:|---:|---:|---:|---:|---:|"]
+    lines += [
+        "",
+        "| Ambiguity (valid completions) | conditional entropy (nats) | MI proxy | val effective rank | irreducible variance | val loss |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
     for k in summary.get("ambiguities", []):
         name = f"ambiguity-{k}"
         if name in runs:
-            lines.append(f"| {k} | {math.log(k):.2f} | {get(name, 'mi_proxy')} | {get(name, 'effective_rank', digits=2)} | "
-                         f"{get(name, 'irreducible_variance')} | {get(name, 'val_loss')} |")
-    lines += ["", f"Paper (C4 / BERT-Large, ImageNet / ViT-H): T-JEPA MI proxy below {T_JEPA_MI_CEILING_NATS} nats, "
-              f"divergence ~step {T_JEPA_DIVERGENCE_STEP:,}, validation effective rank ~{T_JEPA_COLLAPSED_VAL_RANK}; "
-              "I-JEPA MI keeps rising; T-JEPA downstream at chance, MLM/VICReg/Barlow Twins/BYOL useful."]
+            lines.append(
+                f"| {k} | {math.log(k):.2f} | {get(name, 'mi_proxy')} | {get(name, 'effective_rank', digits=2)} | "
+                f"{get(name, 'irreducible_variance')} | {get(name, 'val_loss')} |"
+            )
+    lines += [
+        "",
+        f"Paper (C4 / BERT-Large, ImageNet / ViT-H): T-JEPA MI proxy below {T_JEPA_MI_CEILING_NATS} nats, "
+        f"divergence ~step {T_JEPA_DIVERGENCE_STEP:,}, validation effective rank ~{T_JEPA_COLLAPSED_VAL_RANK}; "
+        "I-JEPA MI keeps rising; T-JEPA downstream at chance, MLM/VICReg/Barlow Twins/BYOL useful.",
+    ]
     return "\n".join(lines)
 
 

@@ -12,9 +12,9 @@ import torch
 
 from ..trainers import JepaTrainer, TrainingArguments, TrainResult
 
-
-QUICK_TRAINING = dict(max_steps=4, per_device_batch_size=8, learning_rate=1e-3, warmup_steps=0, logging_steps=2,
-                      disable_progress_bar=True)
+QUICK_TRAINING = dict(
+    max_steps=4, per_device_batch_size=8, learning_rate=1e-3, warmup_steps=0, logging_steps=2, disable_progress_bar=True
+)
 
 
 def train_quickly(recipe, output_dir: str | Path, **overrides: Any) -> TrainResult:

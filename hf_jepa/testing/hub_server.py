@@ -33,10 +33,10 @@ import tempfile
 import threading
 import traceback
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Iterator
 from urllib.parse import parse_qs, unquote, urlsplit
 
 __all__ = ["LoopbackHub", "use_loopback_hub", "main", "FAKE_TOKEN"]
@@ -112,14 +112,15 @@ class LoopbackHub:
         self._thread: threading.Thread | None = None
 
     # ---- lifecycle -------------------------------------------------------------------------------------------
-    def start(self) -> "LoopbackHub":
+    def start(self) -> LoopbackHub:
         handler = type("Handler", (_Handler,), {"hub": self})
         self._server = ThreadingHTTPServer((self.host, self.port), handler)
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]
         self.url = f"http://{self.host}:{self.port}"
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), name="loopback-hub",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.05,), name="loopback-hub", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -129,7 +130,7 @@ class LoopbackHub:
             self._server.server_close()
             self._server = None
 
-    def __enter__(self) -> "LoopbackHub":
+    def __enter__(self) -> LoopbackHub:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -142,8 +143,15 @@ class LoopbackHub:
 
     def env(self, cache_dir: str | os.PathLike | None = None) -> dict[str, str]:
         """Environment variables pointing a *fresh* Python process (subprocess) at this server."""
-        env = {"HF_ENDPOINT": self.url, "HF_HUB_DISABLE_XET": "1", "HF_HUB_OFFLINE": "0", "TRANSFORMERS_OFFLINE": "0",
-               "HF_TOKEN": FAKE_TOKEN, "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
+        env = {
+            "HF_ENDPOINT": self.url,
+            "HF_HUB_DISABLE_XET": "1",
+            "HF_HUB_OFFLINE": "0",
+            "TRANSFORMERS_OFFLINE": "0",
+            "HF_TOKEN": FAKE_TOKEN,
+            "NO_PROXY": "127.0.0.1,localhost",
+            "no_proxy": "127.0.0.1,localhost",
+        }
         if cache_dir is not None:
             env["HF_HUB_CACHE"] = str(cache_dir)
         return env
@@ -191,11 +199,27 @@ class LoopbackHub:
     def info(self, kind, repo_id, rev=None, **_):
         repo_type = kind[:-1]
         sha, files = self._tree(self._repo(repo_type, repo_id), unquote(rev or "main"))
-        siblings = [{"rfilename": p, "size": len(b.data), "blobId": b.oid,
-                     **({"lfs": {"sha256": b.sha256, "size": len(b.data), "pointerSize": len(b.pointer)}}
-                        if b.lfs else {})} for p, b in sorted(files.items())]
-        return 200, {"id": repo_id, "modelId": repo_id, "sha": sha, "private": False, "disabled": False,
-                     "gated": False, "tags": [], "downloads": 0, "likes": 0, "siblings": siblings}
+        siblings = [
+            {
+                "rfilename": p,
+                "size": len(b.data),
+                "blobId": b.oid,
+                **({"lfs": {"sha256": b.sha256, "size": len(b.data), "pointerSize": len(b.pointer)}} if b.lfs else {}),
+            }
+            for p, b in sorted(files.items())
+        ]
+        return 200, {
+            "id": repo_id,
+            "modelId": repo_id,
+            "sha": sha,
+            "private": False,
+            "disabled": False,
+            "gated": False,
+            "tags": [],
+            "downloads": 0,
+            "likes": 0,
+            "siblings": siblings,
+        }
 
     def tree(self, kind, repo_id, rev, path=None, query=None, **_):
         _, files = self._tree(self._repo(kind[:-1], repo_id), unquote(rev))
@@ -207,15 +231,19 @@ class LoopbackHub:
         for p, b in sorted(files.items()):
             if base and not p.startswith(base + "/"):
                 continue
-            parts = p[len(base) + 1 if base else 0:].split("/")
+            parts = p[len(base) + 1 if base else 0 :].split("/")
             depth = len(parts) if recursive else 1
             for i in range(1, min(depth, len(parts) - 1) + 1):  # folders above the file
                 d = "/".join(filter(None, [base, *parts[:i]]))
                 entries.setdefault(d, {"type": "directory", "path": d, "size": 0, "oid": _git_oid(d.encode())})
             if len(parts) <= depth:
-                entries[p] = {"type": "file", "path": p, "size": len(b.data), "oid": b.oid,
-                              **({"lfs": {"oid": b.sha256, "size": len(b.data), "pointerSize": len(b.pointer)}}
-                                 if b.lfs else {})}
+                entries[p] = {
+                    "type": "file",
+                    "path": p,
+                    "size": len(b.data),
+                    "oid": b.oid,
+                    **({"lfs": {"oid": b.sha256, "size": len(b.data), "pointerSize": len(b.pointer)}} if b.lfs else {}),
+                }
         return 200, list(entries.values())
 
     def preupload(self, kind, repo_id, rev, body, **_):
@@ -225,7 +253,9 @@ class LoopbackHub:
             lfs = f["path"].endswith(LFS_SUFFIXES) or f["size"] > LFS_THRESHOLD
             old = files.get(f["path"])
             oid = None if old is None or old.lfs != lfs else (old.sha256 if lfs else _git_oid(old.data))
-            out.append({"path": f["path"], "uploadMode": "lfs" if lfs else "regular", "shouldIgnore": False, "oid": oid})
+            out.append(
+                {"path": f["path"], "uploadMode": "lfs" if lfs else "regular", "shouldIgnore": False, "oid": oid}
+            )
         return 200, {"files": out, "commitOid": None}
 
     def commit(self, kind, repo_id, rev, raw, **_):
@@ -255,8 +285,12 @@ class LoopbackHub:
                 else:
                     raise HubError(400, None, f"unsupported commit operation {key!r}")
             sha = self._commit(repo, branch, files)
-        return 200, {"commitUrl": f"{self._repo_url(repo_type, repo_id)}/commit/{sha}", "commitOid": sha,
-                     "pullRequestUrl": None, "success": True}
+        return 200, {
+            "commitUrl": f"{self._repo_url(repo_type, repo_id)}/commit/{sha}",
+            "commitOid": sha,
+            "pullRequestUrl": None,
+            "success": True,
+        }
 
     def branch(self, kind, repo_id, rev, body, **_):
         with self._lock:
@@ -340,14 +374,21 @@ class _Handler(BaseHTTPRequestHandler):
             headers = {"X-Error-Message": safe, **({"X-Error-Code": e.code} if e.code else {})}
             if e.code == "EntryNotFound" and name == "resolve":
                 with contextlib.suppress(HubError):  # lets the client cache the miss per commit
-                    headers["X-Repo-Commit"] = self.hub._tree(self.hub._repo(
-                        (m.group(1) or "models")[:-1], m.group(2)), unquote(m.group(3)))[0]
+                    headers["X-Repo-Commit"] = self.hub._tree(
+                        self.hub._repo((m.group(1) or "models")[:-1], m.group(2)), unquote(m.group(3))
+                    )[0]
             self._send(e.status, json.dumps({"error": e.message}).encode(), headers, head=method == "HEAD")
 
     do_GET = do_HEAD = do_POST = do_PUT = _dispatch
 
-    def _send(self, status: int, payload: bytes, headers: dict | None = None, head: bool = False,
-              content_type: str = "application/json") -> None:
+    def _send(
+        self,
+        status: int,
+        payload: bytes,
+        headers: dict | None = None,
+        head: bool = False,
+        content_type: str = "application/json",
+    ) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(payload)))
@@ -368,14 +409,15 @@ class _Handler(BaseHTTPRequestHandler):
             start, end = (int(start), int(end or total - 1)) if start else (max(total - int(end), 0), total - 1)
             if start >= total and total > 0:
                 return self._send(416, b"", {"Content-Range": f"bytes */{total}", **headers})
-            data, status = data[start:min(end, total - 1) + 1], 206
+            data, status = data[start : min(end, total - 1) + 1], 206
             headers["Content-Range"] = f"bytes {start}-{start + len(data) - 1}/{total}"
         self._send(status, data, headers, head=method == "HEAD", content_type="application/octet-stream")
 
 
 @contextlib.contextmanager
-def use_loopback_hub(hub: LoopbackHub, cache_dir: str | os.PathLike | None = None,
-                     token: str = FAKE_TOKEN) -> Iterator[str]:
+def use_loopback_hub(
+    hub: LoopbackHub, cache_dir: str | os.PathLike | None = None, token: str = FAKE_TOKEN
+) -> Iterator[str]:
     """Point the already-imported huggingface_hub / transformers at `hub` (online, fake token), restore on exit.
 
     Downloads go to `cache_dir` (default: a temporary directory removed on exit), never to the user's HF cache.
@@ -429,8 +471,10 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     hub = LoopbackHub(args.host, args.port).start()
     print(f"LOOPBACK_HUB_URL={hub.url}", flush=True)
-    print(f"# clients: export HF_ENDPOINT={hub.url} HF_HUB_DISABLE_XET=1 HF_HUB_OFFLINE=0 HF_TOKEN={FAKE_TOKEN}",
-          flush=True)
+    print(
+        f"# clients: export HF_ENDPOINT={hub.url} HF_HUB_DISABLE_XET=1 HF_HUB_OFFLINE=0 HF_TOKEN={FAKE_TOKEN}",
+        flush=True,
+    )
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # `Popen.terminate()` stops it cleanly too
     try:
         threading.Event().wait()

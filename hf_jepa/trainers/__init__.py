@@ -6,7 +6,6 @@ from .optim import build_optimizer, parameter_groups, warmup_cosine_lambda
 from .recipe import Recipe, seeded_generator
 from .trainer import JepaTrainer, TrainingArguments, TrainResult
 
-
 __all__ = [
     "JepaTrainer",
     "Recipe",

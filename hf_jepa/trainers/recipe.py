@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 

@@ -24,7 +24,6 @@ from .ema import ema_momentum, ema_update_
 from .optim import build_optimizer, warmup_cosine_lambda
 from .recipe import Recipe
 
-
 logger = logging.getLogger(__name__)
 
 
@@ -56,7 +55,9 @@ class TrainingArguments:
         if self.max_steps <= 0:
             raise ValueError(f"max_steps must be > 0, got {self.max_steps}")
         if self.per_device_batch_size <= 1:
-            raise ValueError(f"per_device_batch_size must be > 1 (VICReg statistics need a batch), got {self.per_device_batch_size}")
+            raise ValueError(
+                f"per_device_batch_size must be > 1 (VICReg statistics need a batch), got {self.per_device_batch_size}"
+            )
         if self.gradient_accumulation_steps < 1:
             raise ValueError(f"gradient_accumulation_steps must be >= 1, got {self.gradient_accumulation_steps}")
         if self.mixed_precision not in ("no", "bf16", "fp16"):
@@ -269,4 +270,3 @@ def _flat_config(args: TrainingArguments, model) -> dict:
         if isinstance(value, (int, float, str, bool)):
             config[f"model/{key}"] = value
     return config
-

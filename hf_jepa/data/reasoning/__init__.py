@@ -49,10 +49,8 @@ from .common import (
 )
 from .encoding import encode_reasoning_examples, reasoning_dataset
 from .registry import REASONING_TASKS, load_reasoning_task
-from .tree_search import TreeSearchTask
-
-
 from .splits import ReasoningData
+from .tree_search import TreeSearchTask
 
 __all__ = [
     "BOS_TOKEN",

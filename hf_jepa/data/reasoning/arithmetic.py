@@ -10,14 +10,18 @@ import numpy as np
 from ..sources import GSM8K_HUB_ID, is_offline
 from .common import ReasoningExample, ReasoningTask, _check_seed
 
-
 logger = logging.getLogger(__name__)
 
 
 _NAMES = (  # (name, He, he, him, his)
-    ("Tom", "He", "he", "him", "his"), ("Anna", "She", "she", "her", "her"), ("Ben", "He", "he", "him", "his"),
-    ("Maria", "She", "she", "her", "her"), ("Sam", "He", "he", "him", "his"), ("Lily", "She", "she", "her", "her"),
-    ("Omar", "He", "he", "him", "his"), ("Zoe", "She", "she", "her", "her"),
+    ("Tom", "He", "he", "him", "his"),
+    ("Anna", "She", "she", "her", "her"),
+    ("Ben", "He", "he", "him", "his"),
+    ("Maria", "She", "she", "her", "her"),
+    ("Sam", "He", "he", "him", "his"),
+    ("Lily", "She", "she", "her", "her"),
+    ("Omar", "He", "he", "him", "his"),
+    ("Zoe", "She", "she", "her", "her"),
 )
 _OBJECTS = ("apples", "marbles", "stickers", "pencils", "cookies", "cards", "books", "shells")
 _MULTIPLIER_WORDS = {2: "doubles", 3: "triples"}
@@ -95,8 +99,9 @@ class ArithmeticWordProblems(ReasoningTask):
 
     def __init__(self, seed: int = 0, min_steps: int = 2, max_steps: int = 4):
         if not isinstance(min_steps, int) or not isinstance(max_steps, int) or not 1 <= min_steps <= max_steps:
-            raise ValueError(f"min_steps and max_steps must satisfy 1 <= min_steps <= max_steps, got {min_steps!r} "
-                             f"and {max_steps!r}")
+            raise ValueError(
+                f"min_steps and max_steps must satisfy 1 <= min_steps <= max_steps, got {min_steps!r} and {max_steps!r}"
+            )
         self.seed = _check_seed(seed)
         self.min_steps, self.max_steps = min_steps, max_steps
 
@@ -172,12 +177,23 @@ class ArithmeticWordProblems(ReasoningTask):
                 result = value // k
             templates = _QUESTION_TEMPLATES[op]
             template = templates[int(rng.integers(len(templates)))]
-            question.append(template.format(
-                He=He, he=he, him=him, his=his, other=other, obj=obj, k=digit_tokens(k), mult=_MULTIPLIER_WORDS.get(k)
-            ))
-            solution.append(_SOLUTION_TEMPLATES[op].format(
-                name=name, a=digit_tokens(value), k=digit_tokens(k), r=digit_tokens(result), obj=obj
-            ))
+            question.append(
+                template.format(
+                    He=He,
+                    he=he,
+                    him=him,
+                    his=his,
+                    other=other,
+                    obj=obj,
+                    k=digit_tokens(k),
+                    mult=_MULTIPLIER_WORDS.get(k),
+                )
+            )
+            solution.append(
+                _SOLUTION_TEMPLATES[op].format(
+                    name=name, a=digit_tokens(value), k=digit_tokens(k), r=digit_tokens(result), obj=obj
+                )
+            )
             value = result
         question.append(_QUESTION_END.format(obj=obj, name=name))
         solution.append(f"#### {digit_tokens(value)}")

@@ -7,7 +7,6 @@ import numpy as np
 
 from .common import ReasoningExample, ReasoningTask, _check_count, _check_seed, _example_rng
 
-
 # Arithmetic expressions over three variables with two kinds of brackets. Right recursion keeps the grammar LL(1):
 # one token of lookahead picks every production, so `CfgTask.is_valid` is an exact linear-time recogniser, and the
 # grammar is unambiguous. Nesting comes from F -> ( E ) | [ E ], and brackets must match in kind.
@@ -64,19 +63,24 @@ class CfgTask(ReasoningTask):
 
     def __init__(self, seed: int = 0, min_length: int = 8, max_length: int = 30, max_depth: int = 4):
         if not isinstance(min_length, int) or not isinstance(max_length, int) or not 3 <= min_length <= max_length:
-            raise ValueError(f"min_length and max_length must satisfy 3 <= min_length <= max_length, got "
-                             f"{min_length!r} and {max_length!r}")
+            raise ValueError(
+                f"min_length and max_length must satisfy 3 <= min_length <= max_length, got "
+                f"{min_length!r} and {max_length!r}"
+            )
         if min_length == max_length and min_length % 2 == 0:
-            raise ValueError(f"every sentence of the grammar has an odd length; min_length == max_length == "
-                             f"{min_length} leaves none")
+            raise ValueError(
+                f"every sentence of the grammar has an odd length; min_length == max_length == {min_length} leaves none"
+            )
         if not isinstance(max_depth, int) or max_depth < 1:
             raise ValueError(f"max_depth must be an integer >= 1, got {max_depth!r}")
         self.seed = _check_seed(seed)
         self.min_length, self.max_length, self.max_depth = min_length, max_length, max_depth
 
     def __repr__(self) -> str:
-        return (f"CfgTask(seed={self.seed}, min_length={self.min_length}, max_length={self.max_length}, "
-                f"max_depth={self.max_depth})")
+        return (
+            f"CfgTask(seed={self.seed}, min_length={self.min_length}, max_length={self.max_length}, "
+            f"max_depth={self.max_depth})"
+        )
 
     def vocab(self) -> list[str]:
         """The 10 terminals."""
@@ -152,8 +156,10 @@ class CfgTask(ReasoningTask):
         self, num_examples: int, seed: int | None = None, prefix_fraction: float = 0.5
     ) -> list[ReasoningExample]:
         """Examples `0 .. num_examples - 1` of the stream of `seed`: a sentence cut into prefix (prompt) and rest."""
-        if isinstance(prefix_fraction, bool) or not isinstance(prefix_fraction, (int, float)) or not (
-            0.0 < prefix_fraction < 1.0
+        if (
+            isinstance(prefix_fraction, bool)
+            or not isinstance(prefix_fraction, (int, float))
+            or not (0.0 < prefix_fraction < 1.0)
         ):
             raise ValueError(f"prefix_fraction must lie strictly between 0 and 1, got {prefix_fraction!r}")
         num_examples = _check_count(num_examples)

@@ -6,7 +6,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-
 PAD_TOKEN, UNK_TOKEN, BOS_TOKEN, EOS_TOKEN, SEP_TOKEN = "[PAD]", "[UNK]", "[BOS]", "[EOS]", "[SEP]"
 # Fixed ids 0-4, whatever the task vocabulary: models and configs can hard-code them.
 REASONING_SPECIAL_TOKENS = (PAD_TOKEN, UNK_TOKEN, BOS_TOKEN, EOS_TOKEN, SEP_TOKEN)

@@ -71,8 +71,10 @@ def encode_reasoning_examples(
             raise ValueError(f"{name} must be an integer >= 1 or None, got {limit!r}")
     vocab = tokenizer.get_vocab()
     if any(token not in vocab for token in REASONING_SPECIAL_TOKENS) or tokenizer.pad_token_id != vocab[PAD_TOKEN]:
-        raise ValueError(f"tokenizer must hold {REASONING_SPECIAL_TOKENS} with [PAD] as its pad token "
-                         "(see build_reasoning_tokenizer)")
+        raise ValueError(
+            f"tokenizer must hold {REASONING_SPECIAL_TOKENS} with [PAD] as its pad token "
+            "(see build_reasoning_tokenizer)"
+        )
     special = {"pad": vocab[PAD_TOKEN], "sep": vocab[SEP_TOKEN], "eos": vocab[EOS_TOKEN], "unk": vocab[UNK_TOKEN]}
     prompts = tokenizer([example.prompt for example in examples], add_special_tokens=False)["input_ids"]
     answers = tokenizer([example.answer for example in examples], add_special_tokens=False)["input_ids"]
@@ -85,13 +87,17 @@ def encode_reasoning_examples(
     too_long = torch.nonzero(prompt_lengths > max_prompt_length).flatten()
     if too_long.numel():
         index = int(too_long[0])
-        raise ValueError(f"example {index}: the prompt has {int(prompt_lengths[index])} tokens, more than "
-                         f"max_prompt_length={max_prompt_length} ({too_long.numel()} example(s) too long)")
+        raise ValueError(
+            f"example {index}: the prompt has {int(prompt_lengths[index])} tokens, more than "
+            f"max_prompt_length={max_prompt_length} ({too_long.numel()} example(s) too long)"
+        )
     too_long = torch.nonzero(answer_lengths + 1 > max_answer_length).flatten()
     if too_long.numel():
         index = int(too_long[0])
-        raise ValueError(f"example {index}: the answer has {int(answer_lengths[index])} tokens + [EOS], more than "
-                         f"max_answer_length={max_answer_length} ({too_long.numel()} example(s) too long)")
+        raise ValueError(
+            f"example {index}: the answer has {int(answer_lengths[index])} tokens + [EOS], more than "
+            f"max_answer_length={max_answer_length} ({too_long.numel()} example(s) too long)"
+        )
     prompt_ids, prompt_mask = _pad(prompts, max_prompt_length, special["pad"], left=True)
     answer_ids, answer_mask = _pad(answers, max_answer_length, special["pad"], left=False)
     if not allow_unknown:
@@ -109,8 +115,14 @@ def encode_reasoning_examples(
     separator = torch.full((len(examples), 1), special["sep"], dtype=torch.long)
     input_ids = torch.cat([prompt_ids, separator, answer_ids], dim=1)
     attention_mask = torch.cat([prompt_mask, torch.ones_like(separator), answer_mask], dim=1)
-    labels = torch.cat([torch.full_like(prompt_ids, IGNORE_INDEX), torch.full_like(separator, IGNORE_INDEX),
-                        answer_ids.masked_fill(answer_mask == 0, IGNORE_INDEX)], dim=1)
+    labels = torch.cat(
+        [
+            torch.full_like(prompt_ids, IGNORE_INDEX),
+            torch.full_like(separator, IGNORE_INDEX),
+            answer_ids.masked_fill(answer_mask == 0, IGNORE_INDEX),
+        ],
+        dim=1,
+    )
     return {
         "input_ids": input_ids,
         "attention_mask": attention_mask,

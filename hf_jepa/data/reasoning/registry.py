@@ -5,7 +5,6 @@ from .cfg import CfgTask
 from .common import ReasoningTask
 from .tree_search import TreeSearchTask
 
-
 REASONING_TASKS = {"tree_search": TreeSearchTask, "cfg": CfgTask, "arithmetic": ArithmeticWordProblems}
 
 

@@ -8,17 +8,16 @@ from .common import ReasoningExample
 from .encoding import encode_reasoning_examples
 from .registry import load_reasoning_task
 
-
 logger = logging.getLogger(__name__)
 
 
 class ReasoningData:
     """A task, its word-level tokenizer and the encoded train/eval splits (fixed-shape tensors), shared by every system
-of a comparison so that all see the same examples. `args`: the JEPA-Reasoner data arguments
-(`hf_jepa.recipes.jepa_reasoner.JepaReasonerDataArguments`).
+    of a comparison so that all see the same examples. `args`: the JEPA-Reasoner data arguments
+    (`hf_jepa.recipes.jepa_reasoner.JepaReasonerDataArguments`).
 
-    Train and eval examples come from different generator seeds (`task_seed` and `task_seed + 1`); exact duplicates of
-    training examples are removed from the eval split, so accuracy is measured on unseen examples.
+        Train and eval examples come from different generator seeds (`task_seed` and `task_seed + 1`); exact duplicates of
+        training examples are removed from the eval split, so accuracy is measured on unseen examples.
     """
 
     def __init__(self, args):
@@ -38,9 +37,16 @@ of a comparison so that all see the same examples. `args`: the JEPA-Reasoner dat
         self.max_answer_length = self.task.max_answer_length + 1  # + [EOS]
         self.train = self.encode(self.train_examples)
         self.eval = self.encode(self.eval_examples)
-        logger.info("JEPA-Reasoner data: synthetic %s (%d train / %d eval examples, vocabulary %d, prompt <= %d, "
-                    "answer <= %d tokens)", args.task, len(self.train_examples), len(self.eval_examples),
-                    len(self.tokenizer), self.max_prompt_length, self.max_answer_length)
+        logger.info(
+            "JEPA-Reasoner data: synthetic %s (%d train / %d eval examples, vocabulary %d, prompt <= %d, "
+            "answer <= %d tokens)",
+            args.task,
+            len(self.train_examples),
+            len(self.eval_examples),
+            len(self.tokenizer),
+            self.max_prompt_length,
+            self.max_answer_length,
+        )
 
     @property
     def source(self) -> str:
@@ -51,8 +57,9 @@ of a comparison so that all see the same examples. `args`: the JEPA-Reasoner dat
         return len(self.tokenizer)
 
     def encode(self, examples: list[ReasoningExample]) -> dict[str, torch.Tensor]:
-        return encode_reasoning_examples(examples, self.tokenizer, max_prompt_length=self.max_prompt_length,
-                                         max_answer_length=self.max_answer_length)
+        return encode_reasoning_examples(
+            examples, self.tokenizer, max_prompt_length=self.max_prompt_length, max_answer_length=self.max_answer_length
+        )
 
     def encode_prompts(self, prompts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
         """Left-padded `(prompt_ids, prompt_mask)` for raw prompt strings (e.g. corrupted ones)."""
@@ -63,8 +70,8 @@ of a comparison so that all see the same examples. `args`: the JEPA-Reasoner dat
         for row, tokens in enumerate(ids):
             if len(tokens) > width:
                 raise ValueError(f"prompt {row} has {len(tokens)} tokens, more than max_prompt_length={width}")
-            prompt_ids[row, width - len(tokens):] = torch.tensor(tokens, dtype=torch.long)
-            prompt_mask[row, width - len(tokens):] = 1
+            prompt_ids[row, width - len(tokens) :] = torch.tensor(tokens, dtype=torch.long)
+            prompt_mask[row, width - len(tokens) :] = 1
         return prompt_ids, prompt_mask
 
     def batch(self, split: dict[str, torch.Tensor], index: torch.Tensor, keys) -> dict[str, torch.Tensor]:

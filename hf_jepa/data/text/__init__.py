@@ -27,11 +27,9 @@ from .corpus import SPLIT_NAMES, TEXT_ENV_VAR, embedded_text_dataset, load_text_
 from .downstream import RetrievalTask, TopicClassificationTask, retrieval_task, topic_classification_task
 from .online import load_fever, load_imdb, load_ms_marco, load_snli
 from .sentences import embedded_sentences, extract_sentences, is_clean_sentence, split_sentences
+from .text_data import TextData
 from .topics import COARSE_LABELS, OTHER_GROUP, TOPIC_GROUPS, topic_group, topic_groups  # noqa: F401
 from .wordpiece import SPECIAL_TOKENS, learn_wordpiece_vocab, train_wordpiece_tokenizer
-
-
-from .text_data import TextData
 
 __all__ = [
     "AMBIGUITY_OBJECTS",

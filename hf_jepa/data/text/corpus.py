@@ -17,15 +17,13 @@ import math
 import os
 from pathlib import Path
 
-import numpy as np
-
 import datasets
+import numpy as np
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Value
 
 from ..sources import C4_HUB_ID, is_offline
 from .sentences import _clean, embedded_sentences, is_clean_sentence, split_sentences
 from .topics import COARSE_LABELS, topic_group
-
 
 logger = logging.getLogger(__name__)
 

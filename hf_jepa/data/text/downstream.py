@@ -4,7 +4,6 @@
 from dataclasses import dataclass, field
 
 import numpy as np
-
 from datasets import ClassLabel, DatasetDict
 
 from .corpus import load_text_corpus
@@ -42,8 +41,10 @@ def topic_classification_task(
         if "label" not in corpus[split].column_names:
             raise ValueError(f"corpus split {split!r} has no 'label' column: use the embedded corpus")
     label_feature = corpus[train_split].features["label"]
-    names = list(label_feature.names) if isinstance(label_feature, ClassLabel) else sorted(
-        {str(v) for v in corpus[train_split]["label"]}
+    names = (
+        list(label_feature.names)
+        if isinstance(label_feature, ClassLabel)
+        else sorted({str(v) for v in corpus[train_split]["label"]})
     )
     return TopicClassificationTask(
         train_texts=list(corpus[train_split]["text"]),

@@ -7,7 +7,6 @@ import datasets
 
 from ..sources import FEVER_HUB_ID, IMDB_HUB_ID, MS_MARCO_HUB_ID, SNLI_HUB_ID, is_offline
 
-
 logger = logging.getLogger(__name__)
 
 

@@ -38,7 +38,6 @@ Python versions bundle other documentation and give other counts (topics the map
 
 import re
 
-
 _UNDERLINE = re.compile(r"^\s*([*=\-~^+#])\1{2,}\s*$")
 _BULLET = re.compile(r"^(\s*)([*\-+\u2022]|\d+\.|\(\w\)|\w\))\s+(?=\S)")
 _FOOTNOTE = re.compile(r"\s*\[\d+\]")

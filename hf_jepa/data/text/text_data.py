@@ -5,7 +5,6 @@ import logging
 from .corpus import load_text_corpus, text_source_description
 from .wordpiece import train_wordpiece_tokenizer
 
-
 logger = logging.getLogger(__name__)
 
 
@@ -13,8 +12,9 @@ class TextData:
     """A tokenised corpus shared by several runs: the sentences, and a WordPiece tokenizer (trained on the train split
     unless a saved one is given)."""
 
-    def __init__(self, source: str | None = None, tokenizer: str | None = None, vocab_size: int = 8000,
-                 split_seed: int = 0):
+    def __init__(
+        self, source: str | None = None, tokenizer: str | None = None, vocab_size: int = 8000, split_seed: int = 0
+    ):
         from transformers import AutoTokenizer
 
         self.corpus = load_text_corpus(source, split_seed=split_seed)
@@ -25,5 +25,10 @@ class TextData:
             self.tokenizer = AutoTokenizer.from_pretrained(tokenizer)
         else:
             self.tokenizer = train_wordpiece_tokenizer(self.train_texts, vocab_size=vocab_size)
-        logger.info("Text corpus: %s (%d train / %d validation sentences), tokenizer of %d tokens", self.source,
-                    len(self.train_texts), len(self.validation_texts), len(self.tokenizer))
+        logger.info(
+            "Text corpus: %s (%d train / %d validation sentences), tokenizer of %d tokens",
+            self.source,
+            len(self.train_texts),
+            len(self.validation_texts),
+            len(self.tokenizer),
+        )

@@ -6,7 +6,6 @@ import logging
 import os
 from collections import Counter, defaultdict
 
-
 logger = logging.getLogger(__name__)
 
 
@@ -120,8 +119,9 @@ def train_wordpiece_tokenizer(
     )
     vocab = learn_wordpiece_vocab(word_counts, vocab_size, min_frequency)
     tokenizer = Tokenizer(
-        models.WordPiece({token: index for index, token in enumerate(vocab)}, unk_token="[UNK]",
-                         continuing_subword_prefix="##")
+        models.WordPiece(
+            {token: index for index, token in enumerate(vocab)}, unk_token="[UNK]", continuing_subword_prefix="##"
+        )
     )
     tokenizer.normalizer = normalizer
     tokenizer.pre_tokenizer = pre_tokenizer

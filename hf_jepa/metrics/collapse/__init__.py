@@ -51,7 +51,6 @@ from .measures import (
 from .plots import plot_failure_signature
 from .watchdog import CollapseDiagnostics, CollapseWatchdog
 
-
 __all__ = [
     "CollapseDiagnostics",
     "CollapseWatchdog",

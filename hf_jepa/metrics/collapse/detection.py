@@ -8,7 +8,6 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from .constants import PAPER_MI_CEILING_NATS
 
-
 # ----------------------------------------------------------------------------------------------------------------------
 # 4. Train/validation loss divergence
 
@@ -30,7 +29,7 @@ def moving_average(values: Sequence[float], window: int) -> list[float]:
     before, after = (window - 1) // 2, window // 2
     out = []
     for i in range(len(values)):
-        chunk = values[max(0, i - before): i + after + 1]
+        chunk = values[max(0, i - before) : i + after + 1]
         out.append(sum(chunk) / len(chunk))
     return out
 
@@ -41,9 +40,15 @@ def _relative_rise(value: float, minimum: float) -> float:
     return (value - minimum) / max(abs(minimum), 1e-12)
 
 
-def detect_loss_divergence(steps: Sequence[int], train_losses: Sequence[float], val_losses: Sequence[float],
-                           window: int = 5, tolerance: float = 0.05, patience: int = 3,
-                           train_fraction: float = 0.5) -> int | None:
+def detect_loss_divergence(
+    steps: Sequence[int],
+    train_losses: Sequence[float],
+    val_losses: Sequence[float],
+    window: int = 5,
+    tolerance: float = 0.05,
+    patience: int = 3,
+    train_fraction: float = 0.5,
+) -> int | None:
     """First step at which the validation loss parts from the training loss, or None.
 
     `steps`, `train_losses` and `val_losses` are aligned evaluation points (same length, steps increasing).
@@ -71,8 +76,9 @@ def detect_loss_divergence(steps: Sequence[int], train_losses: Sequence[float], 
     steps = [int(s) for s in steps]
     train, val = _finite_or_inf(train_losses), _finite_or_inf(val_losses)
     if not (len(steps) == len(train) == len(val)):
-        raise ValueError(f"steps ({len(steps)}), train_losses ({len(train)}) and val_losses ({len(val)}) must have "
-                         "the same length")
+        raise ValueError(
+            f"steps ({len(steps)}), train_losses ({len(train)}) and val_losses ({len(val)}) must have the same length"
+        )
     if len(steps) < 2:
         raise ValueError(f"detect_loss_divergence needs at least 2 evaluation points, got {len(steps)}")
     if any(b <= a for a, b in zip(steps, steps[1:])):
@@ -111,10 +117,10 @@ def _hinge_onset(steps: list[int], train: list[float], val: list[float], minimum
     """Index of the breakpoint of the least-squares fit `gap = a + c * max(0, step - step_b)` (c > 0) over
     `[minimum - max(2 (end - minimum), 6), end]`; `minimum` when the fit is impossible."""
     start = max(0, minimum - max(2 * (end - minimum), 6))
-    gap = [v - t for v, t in zip(val[start: end + 1], train[start: end + 1])]
+    gap = [v - t for v, t in zip(val[start : end + 1], train[start : end + 1])]
     if len(gap) < 3 or not all(math.isfinite(g) for g in gap):
         return minimum
-    xs_steps = [float(s) for s in steps[start: end + 1]]
+    xs_steps = [float(s) for s in steps[start : end + 1]]
     n = len(gap)
     mean_g = sum(gap) / n
     best, best_index = math.inf, None
@@ -162,8 +168,9 @@ def _collapse_index(values: Sequence[float], fraction: float | None, threshold: 
     peak = -math.inf
     for i in range(n):
         peak = max(peak, values[i])
-        limit = max(threshold if threshold is not None else -math.inf,
-                    fraction * peak if fraction is not None else -math.inf)
+        limit = max(
+            threshold if threshold is not None else -math.inf, fraction * peak if fraction is not None else -math.inf
+        )
         if values[i] < limit and suffix_max[i] < limit:
             return i
     return None
@@ -195,8 +202,9 @@ class DiagnosticsHistory:
         merged.update(record)
         merged["step"] = step
 
-    def add(self, step: int, train: Mapping[str, float] | None = None, val: Mapping[str, float] | None = None,
-            **extra) -> None:
+    def add(
+        self, step: int, train: Mapping[str, float] | None = None, val: Mapping[str, float] | None = None, **extra
+    ) -> None:
         """Add `train` and `val` metric dicts (unprefixed keys) and any extra flat keys for `step`."""
         record = {"step": step, **extra}
         record.update({f"train/{k}": v for k, v in (train or {}).items()})
@@ -249,10 +257,19 @@ class DiagnosticsHistory:
                 val.append(value)
         return steps, train, val
 
-    def failure_signature(self, mi_key: str | None = None, mi_tolerance: float = 0.02, mi_window: int = 3,
-                          smooth: int = 3, divergence_window: int = 5, divergence_tolerance: float = 0.05,
-                          divergence_patience: int = 3, rank_key: str = "val/effective_rank",
-                          rank_fraction: float | None = 0.25, rank_threshold: float | None = None) -> dict:
+    def failure_signature(
+        self,
+        mi_key: str | None = None,
+        mi_tolerance: float = 0.02,
+        mi_window: int = 3,
+        smooth: int = 3,
+        divergence_window: int = 5,
+        divergence_tolerance: float = 0.05,
+        divergence_patience: int = 3,
+        rank_key: str = "val/effective_rank",
+        rank_fraction: float | None = 0.25,
+        rank_threshold: float | None = None,
+    ) -> dict:
         """The three events of the T-JEPA failure signature, as steps (None when not found):
 
         - `mi_saturation_step`: the MI proxy (`mi_key`; default `train/mi_proxy`, else `val/mi_proxy`), smoothed by a
@@ -280,8 +297,14 @@ class DiagnosticsHistory:
         steps, train, val = self.aligned_losses()
         divergence = None
         if len(steps) >= 2:
-            divergence = detect_loss_divergence(steps, train, val, window=divergence_window,
-                                                tolerance=divergence_tolerance, patience=divergence_patience)
+            divergence = detect_loss_divergence(
+                steps,
+                train,
+                val,
+                window=divergence_window,
+                tolerance=divergence_tolerance,
+                patience=divergence_patience,
+            )
 
         rank_steps, rank_values = self.series(rank_key)
         rank_collapse = None

@@ -10,7 +10,6 @@ import torch.nn.functional as F
 
 from .constants import RANKME_EPSILON
 
-
 # ----------------------------------------------------------------------------------------------------------------------
 # validation helpers
 
@@ -120,8 +119,9 @@ def effective_rank(embeddings, variant: str = "rankme", center: bool = True, eps
 # 3. Cosine similarity and std of normalised embeddings
 
 
-def cosine_similarity_stats(embeddings, max_pairs: int | None = None,
-                            generator: torch.Generator | None = None) -> dict[str, float]:
+def cosine_similarity_stats(
+    embeddings, max_pairs: int | None = None, generator: torch.Generator | None = None
+) -> dict[str, float]:
     """Mean and variance of the cosine similarity over distinct pairs of rows of an `(N, D)` matrix.
 
     All `N (N - 1) / 2` pairs `i < j` by default; with `max_pairs` smaller than that, `max_pairs` pairs drawn
@@ -145,8 +145,12 @@ def cosine_similarity_stats(embeddings, max_pairs: int | None = None,
         rows, cols = rows.to(x.device), cols.to(x.device)
     cosines = (x[rows] * x[cols]).sum(-1)
     variance = cosines.var(unbiased=False).item()
-    return {"mean": cosines.mean().item(), "variance": variance, "std": math.sqrt(variance),
-            "num_pairs": int(cosines.numel())}
+    return {
+        "mean": cosines.mean().item(),
+        "variance": variance,
+        "std": math.sqrt(variance),
+        "num_pairs": int(cosines.numel()),
+    }
 
 
 def embedding_std(embeddings) -> float:
@@ -166,8 +170,10 @@ def _as_candidates(candidate_embeddings) -> torch.Tensor:
     x = candidate_embeddings
     x = x if isinstance(x, torch.Tensor) else torch.as_tensor(x)
     if x.ndim != 3:
-        raise ValueError(f"candidate_embeddings must be a 3-D (B, K, D) tensor (B spans, K candidate completions "
-                         f"each, D dims), got shape {tuple(x.shape)}")
+        raise ValueError(
+            f"candidate_embeddings must be a 3-D (B, K, D) tensor (B spans, K candidate completions "
+            f"each, D dims), got shape {tuple(x.shape)}"
+        )
     if x.shape[0] < 1 or x.shape[1] < 2:
         raise ValueError(f"candidate_embeddings needs B >= 1 spans and K >= 2 candidates, got shape {tuple(x.shape)}")
     return x.detach().double()
@@ -207,12 +213,18 @@ def centroid_loss_decomposition(predictions, candidate_embeddings) -> dict[str, 
     if p.ndim != 2:
         raise ValueError(f"predictions must be a 2-D (B, D) tensor, got shape {tuple(p.shape)}")
     if p.shape[0] != candidates.shape[0] or p.shape[1] != candidates.shape[2]:
-        raise ValueError(f"predictions {tuple(p.shape)} do not match candidate_embeddings "
-                         f"{tuple(candidates.shape)}: expected ({candidates.shape[0]}, {candidates.shape[2]})")
+        raise ValueError(
+            f"predictions {tuple(p.shape)} do not match candidate_embeddings "
+            f"{tuple(candidates.shape)}: expected ({candidates.shape[0]}, {candidates.shape[2]})"
+        )
     p = p.detach().double().to(candidates.device)
     centroids = candidates.mean(dim=1)
     total = (p.unsqueeze(1) - candidates).pow(2).sum(-1).mean().item()
     reducible = (p - centroids).pow(2).sum(-1).mean().item()
     irreducible = (candidates - centroids.unsqueeze(1)).pow(2).sum(-1).mean().item()
-    return {"total": total, "reducible": reducible, "irreducible": irreducible,
-            "irreducible_fraction": irreducible / total if total > 0 else 0.0}
+    return {
+        "total": total,
+        "reducible": reducible,
+        "irreducible": irreducible,
+        "irreducible_fraction": irreducible / total if total > 0 else 0.0,
+    }

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
+from ..figures import pyplot, save_figure
 from .constants import PAPER_MI_CEILING_NATS
 from .detection import DiagnosticsHistory
-from ..figures import pyplot, save_figure
-
 
 _EVENT_STYLES = {
     "mi_saturation_step": (":", "MI saturation"),
@@ -18,9 +16,12 @@ _EVENT_STYLES = {
 }
 
 
-def plot_failure_signature(records_by_run: Mapping[str, Sequence[Mapping] | DiagnosticsHistory], path,
-                           title: str = "JEPA collapse diagnostics (T-JEPA failure signature)",
-                           signature_kwargs: Mapping | None = None) -> str:
+def plot_failure_signature(
+    records_by_run: Mapping[str, Sequence[Mapping] | DiagnosticsHistory],
+    path,
+    title: str = "JEPA collapse diagnostics (T-JEPA failure signature)",
+    signature_kwargs: Mapping | None = None,
+) -> str:
     """Save a PNG of the failure signature of one or more runs and return its path.
 
     `records_by_run`: run name -> log records (see the module's record convention) or a `DiagnosticsHistory`.
@@ -33,8 +34,10 @@ def plot_failure_signature(records_by_run: Mapping[str, Sequence[Mapping] | Diag
     plt = pyplot()
     from matplotlib.lines import Line2D
 
-    histories = {run: records if isinstance(records, DiagnosticsHistory) else DiagnosticsHistory.from_records(records)
-                 for run, records in records_by_run.items()}
+    histories = {
+        run: records if isinstance(records, DiagnosticsHistory) else DiagnosticsHistory.from_records(records)
+        for run, records in records_by_run.items()
+    }
     panels = [
         ("mi_proxy", "MI proxy (InfoNCE bound)", "nats"),
         ("effective_rank", "effective rank (RankMe)", "rank"),
@@ -60,15 +63,26 @@ def plot_failure_signature(records_by_run: Mapping[str, Sequence[Mapping] | Diag
                     band = [(s, v, math.sqrt(max(variance[s], 0.0))) for s, v in zip(steps, values) if s in variance]
                     if band:
                         s, v, sd = zip(*band)
-                        axis.fill_between(s, [a - b for a, b in zip(v, sd)], [a + b for a, b in zip(v, sd)],
-                                          color=color, alpha=0.12 if split == "train" else 0.07, lw=0)
+                        axis.fill_between(
+                            s,
+                            [a - b for a, b in zip(v, sd)],
+                            [a + b for a, b in zip(v, sd)],
+                            color=color,
+                            alpha=0.12 if split == "train" else 0.07,
+                            lw=0,
+                        )
             for key, (style, _) in _EVENT_STYLES.items():
                 if signatures[run][key] is not None:
                     axis.axvline(signatures[run][key], color=color, ls=style, lw=1.1, alpha=0.8)
     for axis, (metric, name, ylabel) in zip(axes.flat, panels):
         if metric == "mi_proxy":
-            axis.axhline(PAPER_MI_CEILING_NATS, color="grey", ls=(0, (1, 3)), lw=1,
-                         label=f"T-JEPA ceiling {PAPER_MI_CEILING_NATS} nats")
+            axis.axhline(
+                PAPER_MI_CEILING_NATS,
+                color="grey",
+                ls=(0, (1, 3)),
+                lw=1,
+                label=f"T-JEPA ceiling {PAPER_MI_CEILING_NATS} nats",
+            )
         axis.set_title(name, fontsize=10)
         axis.set_xlabel("step")
         axis.set_ylabel(ylabel)
@@ -80,7 +94,9 @@ def plot_failure_signature(records_by_run: Mapping[str, Sequence[Mapping] | Diag
     figure.legend(handles=event_handles, loc="lower center", ncol=3, fontsize=9, frameon=False)
     summary = "; ".join(
         f"{run}: MI sat. {s['mi_saturation_step']}, diverge {s['divergence_step']}, collapse {s['rank_collapse_step']}"
-        f", paper order {s['order_matches_paper']}" for run, s in signatures.items())
+        f", paper order {s['order_matches_paper']}"
+        for run, s in signatures.items()
+    )
     figure.suptitle(f"{title}\n{summary}", fontsize=10)
     figure.tight_layout(rect=(0, 0.04, 1, 1))
     return save_figure(figure, path)

@@ -12,7 +12,6 @@ import torch
 from .detection import DiagnosticsHistory
 from .measures import cosine_similarity_stats, effective_rank, embedding_std, mi_proxy
 
-
 logger = logging.getLogger(__package__)  # "hf_jepa.metrics.collapse", the logger the watchdog documents
 
 
@@ -34,8 +33,14 @@ class CollapseWatchdog:
     cosine and std rules do. Every warning is also kept in `self.warnings` as `(step, message)`.
     """
 
-    def __init__(self, rank_threshold: float | None = 2.0, cosine_threshold: float | None = 0.9,
-                 std_fraction: float | None = 0.1, rank_fraction: float | None = None, dim: int | None = None):
+    def __init__(
+        self,
+        rank_threshold: float | None = 2.0,
+        cosine_threshold: float | None = 0.9,
+        std_fraction: float | None = 0.1,
+        rank_fraction: float | None = None,
+        dim: int | None = None,
+    ):
         self.rank_threshold = rank_threshold
         self.cosine_threshold = cosine_threshold
         self.std_fraction = std_fraction
@@ -67,15 +72,18 @@ class CollapseWatchdog:
                 messages.append(f"{where}effective_rank {rank:.3f} < {rank_limit:.3f}{at}: dimensional collapse")
             cosine = group.get("cosine_mean")
             if cosine is not None and self.cosine_threshold is not None and cosine > self.cosine_threshold:
-                messages.append(f"{where}cosine_mean {cosine:.3f} > {self.cosine_threshold:.3f}{at}: embeddings "
-                                "point the same way")
+                messages.append(
+                    f"{where}cosine_mean {cosine:.3f} > {self.cosine_threshold:.3f}{at}: embeddings point the same way"
+                )
             if self.std_fraction is not None:
                 ratio = group.get("embedding_std_ratio")
                 if ratio is None and group.get("embedding_std") is not None and dim:
                     ratio = group["embedding_std"] * math.sqrt(dim)
                 if ratio is not None and ratio < self.std_fraction:
-                    messages.append(f"{where}embedding_std is {ratio:.3f} x 1/sqrt(d) < {self.std_fraction:.3f} x "
-                                    f"1/sqrt(d){at}: representation collapse")
+                    messages.append(
+                        f"{where}embedding_std is {ratio:.3f} x 1/sqrt(d) < {self.std_fraction:.3f} x "
+                        f"1/sqrt(d){at}: representation collapse"
+                    )
         # Log a rule when it trips, not again while it stays tripped (a collapsed run would flood the log); it logs
         # again after it has recovered. Every tripped check is still returned and kept in `self.warnings`.
         tripped = {message.split(" ", 1)[0] for message in messages}
@@ -83,8 +91,11 @@ class CollapseWatchdog:
             if message.split(" ", 1)[0] not in self._tripped:
                 logger.warning("Collapse watchdog: %s", message)
             self.warnings.append((step, message))
-        checked = {f"{prefix}/{rule}" if prefix else rule for prefix in self._groups(metrics)
-                   for rule in ("effective_rank", "cosine_mean", "embedding_std")}
+        checked = {
+            f"{prefix}/{rule}" if prefix else rule
+            for prefix in self._groups(metrics)
+            for rule in ("effective_rank", "cosine_mean", "embedding_std")
+        }
         self._tripped = (self._tripped - checked) | tripped
         return messages
 
@@ -109,8 +120,15 @@ class CollapseDiagnostics:
     returns the prefixed dict, ready to merge into the trainer's log record in a recipe's `on_log`.
     """
 
-    def __init__(self, temperature: float = 0.1, rank_variant: str = "rankme", center: bool = True,
-                 max_pairs: int | None = None, watchdog: CollapseWatchdog | None | bool = True, seed: int = 0):
+    def __init__(
+        self,
+        temperature: float = 0.1,
+        rank_variant: str = "rankme",
+        center: bool = True,
+        max_pairs: int | None = None,
+        watchdog: CollapseWatchdog | None | bool = True,
+        seed: int = 0,
+    ):
         if rank_variant not in ("rankme", "squared"):
             raise ValueError(f"rank_variant must be 'rankme' or 'squared', got {rank_variant!r}")
         self.temperature = temperature
@@ -143,8 +161,9 @@ class CollapseDiagnostics:
             "embedding_std_ratio": std * math.sqrt(embeddings.shape[-1]),
         }
 
-    def update(self, step: int, predictions, targets, embeddings=None, split: str = "train",
-               **scalars: float) -> dict[str, float]:
+    def update(
+        self, step: int, predictions, targets, embeddings=None, split: str = "train", **scalars: float
+    ) -> dict[str, float]:
         metrics = self.compute(predictions, targets, embeddings)
         metrics.update({k: float(v) for k, v in scalars.items()})
         prefixed = {f"{split}/{k}": v for k, v in metrics.items()}

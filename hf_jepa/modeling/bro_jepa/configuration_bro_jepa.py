@@ -4,7 +4,6 @@ import math
 
 from transformers import PretrainedConfig
 
-
 ENCODER_TYPES = ("mlp", "cnn", "resnet18")
 OBJECTIVES = ("jepa", "supervised")
 PREDICTOR_TYPES = ("block_rotation", "additive_mlp")

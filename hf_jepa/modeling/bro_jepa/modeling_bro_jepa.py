@@ -350,8 +350,10 @@ class BroJepaModel(BroJepaPreTrainedModel):
         output_loading_info = kwargs.pop("output_loading_info", False)
         model, loading_info = super().from_pretrained(*args, output_loading_info=True, **kwargs)
         model.freeze_targets()
-        problems = {k: sorted(str(x) for x in (loading_info.get(k) or ()))
-                    for k in ("missing_keys", "unexpected_keys", "mismatched_keys")}
+        problems = {
+            k: sorted(str(x) for x in (loading_info.get(k) or ()))
+            for k in ("missing_keys", "unexpected_keys", "mismatched_keys")
+        }
         if strict and any(problems.values()):
             raise ValueError(
                 f"{cls.__name__}.from_pretrained: the checkpoint does not match the config (missing keys: "
@@ -386,7 +388,9 @@ class BroJepaModel(BroJepaPreTrainedModel):
         if operations.ndim == 0:
             operations = operations.expand(batch_size)
         if operations.shape != (batch_size,):
-            raise ValueError(f"operations must have shape ({batch_size},) or be a scalar, got {tuple(operations.shape)}")
+            raise ValueError(
+                f"operations must have shape ({batch_size},) or be a scalar, got {tuple(operations.shape)}"
+            )
         if operations.numel() and operations.abs().max().item() >= modulus:
             raise ValueError(
                 f"operations must lie in [-{modulus - 1}, {modulus - 1}] (modulus {modulus}), "

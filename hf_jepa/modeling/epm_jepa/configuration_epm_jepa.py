@@ -2,9 +2,12 @@
 
 from transformers import PretrainedConfig
 
-
 TRACKS = ("vanilla", "ei", "epm")
-TRACK_NAMES = {"vanilla": "A: vanilla JEPA", "ei": "B: EI-JEPA (residual injection)", "epm": "C: EPM-JEPA (dynamic LoRA)"}
+TRACK_NAMES = {
+    "vanilla": "A: vanilla JEPA",
+    "ei": "B: EI-JEPA (residual injection)",
+    "epm": "C: EPM-JEPA (dynamic LoRA)",
+}
 BUFFER_ENTRIES = ("pair", "pair_residual")
 
 
@@ -137,8 +140,17 @@ class EpmJepaConfig(PretrainedConfig):
             if getattr(self, field) not in allowed:
                 raise ValueError(f"EpmJepaConfig.{field} must be one of {allowed}, got {getattr(self, field)!r}")
         positive_ints = (
-            "image_size", "num_channels", "latent_dim", "context_length", "predictor_hidden_size", "buffer_capacity",
-            "write_per_event", "memory_dim", "memory_num_layers", "memory_num_heads", "lora_rank",
+            "image_size",
+            "num_channels",
+            "latent_dim",
+            "context_length",
+            "predictor_hidden_size",
+            "buffer_capacity",
+            "write_per_event",
+            "memory_dim",
+            "memory_num_layers",
+            "memory_num_heads",
+            "lora_rank",
             "hypernetwork_hidden_size",
         )
         for field in positive_ints:
@@ -146,10 +158,14 @@ class EpmJepaConfig(PretrainedConfig):
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"EpmJepaConfig.{field} must be a positive integer, got {value!r}")
         if not isinstance(self.predictor_num_layers, int) or self.predictor_num_layers < 2:
-            raise ValueError(f"EpmJepaConfig.predictor_num_layers must be an integer >= 2, got {self.predictor_num_layers!r}")
+            raise ValueError(
+                f"EpmJepaConfig.predictor_num_layers must be an integer >= 2, got {self.predictor_num_layers!r}"
+            )
         channels = self.encoder_channels
         if not channels or any(not isinstance(c, int) or isinstance(c, bool) or c <= 0 for c in channels):
-            raise ValueError(f"EpmJepaConfig.encoder_channels must be a non-empty list of positive integers, got {channels!r}")
+            raise ValueError(
+                f"EpmJepaConfig.encoder_channels must be a non-empty list of positive integers, got {channels!r}"
+            )
         if self.image_size % (2 ** len(channels)):
             raise ValueError(
                 f"EpmJepaConfig.image_size ({self.image_size}) must be divisible by 2**len(encoder_channels) "
@@ -164,7 +180,9 @@ class EpmJepaConfig(PretrainedConfig):
                 f"EpmJepaConfig.write_per_event ({self.write_per_event}) must not exceed buffer_capacity ({self.buffer_capacity})"
             )
         if not isinstance(self.gate_warmup_updates, int) or self.gate_warmup_updates < 0:
-            raise ValueError(f"EpmJepaConfig.gate_warmup_updates must be an integer >= 0, got {self.gate_warmup_updates!r}")
+            raise ValueError(
+                f"EpmJepaConfig.gate_warmup_updates must be an integer >= 0, got {self.gate_warmup_updates!r}"
+            )
         for field in ("surprisal_momentum", "ema_momentum", "ema_momentum_end"):
             value = getattr(self, field)
             if not 0.0 <= value <= 1.0:
@@ -178,7 +196,9 @@ class EpmJepaConfig(PretrainedConfig):
         if not (isinstance(targets, str) and targets) and not (
             isinstance(targets, list) and targets and all(isinstance(t, str) and t for t in targets)
         ):
-            raise ValueError(f"EpmJepaConfig.lora_target_modules must be a regex or a list of module names, got {targets!r}")
+            raise ValueError(
+                f"EpmJepaConfig.lora_target_modules must be a regex or a list of module names, got {targets!r}"
+            )
 
     @property
     def uses_memory(self) -> bool:
@@ -192,9 +212,19 @@ class EpmJepaConfig(PretrainedConfig):
     def tiny(cls, **overrides) -> "EpmJepaConfig":
         """A seconds-scale preset for tests."""
         kwargs = dict(
-            encoder_channels=[4, 8, 8, 8], latent_dim=16, predictor_hidden_size=32, buffer_capacity=32,
-            write_per_event=4, memory_dim=16, memory_num_layers=1, memory_num_heads=2, lora_rank=2, lora_alpha=2.0,
-            hypernetwork_hidden_size=16, gate_warmup_updates=2, ema_momentum=0.9,
+            encoder_channels=[4, 8, 8, 8],
+            latent_dim=16,
+            predictor_hidden_size=32,
+            buffer_capacity=32,
+            write_per_event=4,
+            memory_dim=16,
+            memory_num_layers=1,
+            memory_num_heads=2,
+            lora_rank=2,
+            lora_alpha=2.0,
+            hypernetwork_hidden_size=16,
+            gate_warmup_updates=2,
+            ema_momentum=0.9,
         )
         kwargs.update(overrides)
         return cls(**kwargs)
@@ -204,8 +234,13 @@ class EpmJepaConfig(PretrainedConfig):
         """The size the reproduction trains on a 2-core CPU: a narrow encoder, 64-dim latents, memory width 64. Short
         runs need an EMA target that follows faster than I-JEPA's 0.996, so the momentum starts at 0.99."""
         kwargs = dict(
-            encoder_channels=[16, 32, 64, 64], latent_dim=64, predictor_hidden_size=256, memory_dim=64,
-            memory_num_layers=1, hypernetwork_hidden_size=64, ema_momentum=0.99,
+            encoder_channels=[16, 32, 64, 64],
+            latent_dim=64,
+            predictor_hidden_size=256,
+            memory_dim=64,
+            memory_num_layers=1,
+            hypernetwork_hidden_size=64,
+            ema_momentum=0.99,
         )
         kwargs.update(overrides)
         return cls(**kwargs)

@@ -32,7 +32,6 @@ from transformers.utils import ModelOutput
 
 from .configuration_epm_jepa import EpmJepaConfig
 
-
 ADAPTER_NAME = "experience"
 ADAPTER_CONFIG_NAME = "adapter_config.json"
 ADAPTER_WEIGHTS_NAME = "adapter_model.safetensors"
@@ -221,8 +220,13 @@ class EpmJepaExperienceEncoder(nn.Module):
         self.entry_projection = nn.Linear(config.buffer_entry_dim, width)
         self.null_entry = nn.Parameter(torch.empty(1, width))
         layer = nn.TransformerEncoderLayer(
-            width, config.memory_num_heads, dim_feedforward=2 * width, dropout=0.0, activation="gelu",
-            batch_first=True, norm_first=True,
+            width,
+            config.memory_num_heads,
+            dim_feedforward=2 * width,
+            dropout=0.0,
+            activation="gelu",
+            batch_first=True,
+            norm_first=True,
         )
         self.encoder = nn.TransformerEncoder(layer, config.memory_num_layers, enable_nested_tensor=False)
         self.query_projection = nn.Linear(config.latent_dim, width)
@@ -318,7 +322,11 @@ class _GatherWithGrad(torch.autograd.Function):
 
 
 def _distributed() -> bool:
-    return torch.distributed.is_available() and torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1
+    return (
+        torch.distributed.is_available()
+        and torch.distributed.is_initialized()
+        and torch.distributed.get_world_size() > 1
+    )
 
 
 # Copied from hf_jepa.modeling.bro_jepa.modeling_bro_jepa._gather_with_grad
@@ -500,8 +508,10 @@ class EpmJepaModel(EpmJepaPreTrainedModel):
         output_loading_info = kwargs.pop("output_loading_info", False)
         model, loading_info = super().from_pretrained(*args, output_loading_info=True, **kwargs)
         model.freeze_targets()
-        problems = {k: sorted(str(x) for x in (loading_info.get(k) or ()))
-                    for k in ("missing_keys", "unexpected_keys", "mismatched_keys")}
+        problems = {
+            k: sorted(str(x) for x in (loading_info.get(k) or ()))
+            for k in ("missing_keys", "unexpected_keys", "mismatched_keys")
+        }
         if strict and any(problems.values()):
             raise ValueError(
                 f"{cls.__name__}.from_pretrained: the checkpoint does not match the config (missing keys: "
@@ -571,8 +581,16 @@ class EpmJepaModel(EpmJepaPreTrainedModel):
         state = {k: v.detach().contiguous().clone() for k, v in state.items()}
         save_file(state, os.path.join(save_directory, ADAPTER_WEIGHTS_NAME), metadata={"format": "pt"})
         with open(os.path.join(save_directory, "experience_adapter.json"), "w") as handle:
-            json.dump({"model_type": self.config.model_type, "track": "epm", "buffer_entry": self.config.buffer_entry,
-                       "num_lora_layers": len(self._lora_layers)}, handle, indent=2)
+            json.dump(
+                {
+                    "model_type": self.config.model_type,
+                    "track": "epm",
+                    "buffer_entry": self.config.buffer_entry,
+                    "num_lora_layers": len(self._lora_layers),
+                },
+                handle,
+                indent=2,
+            )
 
     def load_experience_adapter(self, adapter_directory: str) -> None:
         """Load an adapter written by `save_experience_adapter` into this model (track `"epm"`), strictly: every LoRA
@@ -582,7 +600,9 @@ class EpmJepaModel(EpmJepaPreTrainedModel):
         self._require_track("epm", "load_experience_adapter")
         weights_path = os.path.join(adapter_directory, ADAPTER_WEIGHTS_NAME)
         if not os.path.isfile(os.path.join(adapter_directory, ADAPTER_CONFIG_NAME)) or not os.path.isfile(weights_path):
-            raise FileNotFoundError(f"{adapter_directory!r} holds no peft adapter ({ADAPTER_CONFIG_NAME} + {ADAPTER_WEIGHTS_NAME})")
+            raise FileNotFoundError(
+                f"{adapter_directory!r} holds no peft adapter ({ADAPTER_CONFIG_NAME} + {ADAPTER_WEIGHTS_NAME})"
+            )
         saved = LoraConfig.from_pretrained(adapter_directory)
         mine = self.experience_lora_config()
         for field in ("r", "lora_alpha", "target_modules"):
@@ -590,7 +610,9 @@ class EpmJepaModel(EpmJepaPreTrainedModel):
             if (sorted(theirs) if isinstance(theirs, (set, list)) else theirs) != (
                 sorted(ours) if isinstance(ours, (set, list)) else ours
             ):
-                raise ValueError(f"adapter does not match its base: LoraConfig.{field} is {theirs!r} in the adapter, {ours!r} here")
+                raise ValueError(
+                    f"adapter does not match its base: LoraConfig.{field} is {theirs!r} in the adapter, {ours!r} here"
+                )
         state = {k.removeprefix(_PEFT_PREFIX): v for k, v in load_file(weights_path).items()}
         lora_expected = get_peft_model_state_dict(self, adapter_name=ADAPTER_NAME)
         modulator_expected = {k: v for k, v in self.state_dict().items() if k.startswith(_MODULATOR_PREFIXES)}
@@ -656,8 +678,12 @@ class EpmJepaModel(EpmJepaPreTrainedModel):
         self._require_track("epm", "lora_modulation")
         return self.hypernetwork(experience)
 
-    def predict_next(self, context: torch.Tensor, modulation: torch.Tensor | None = None,
-                     hidden_injection: torch.Tensor | None = None) -> torch.Tensor:
+    def predict_next(
+        self,
+        context: torch.Tensor,
+        modulation: torch.Tensor | None = None,
+        hidden_injection: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """The predictor on `(N, context_length, latent_dim)` windows. Track C: `modulation` `(N, layers, rank)` sets
         `d` per row (None = plain LoRA; zeros = the base predictor exactly)."""
         if self.config.track == "epm":
@@ -763,8 +789,13 @@ class EpmJepaModel(EpmJepaPreTrainedModel):
 
     # ------------------------------------------------------------------ forward
 
-    def forward(self, pixel_values: torch.Tensor, update_experience: bool | None = None,
-                return_dict: bool | None = None, **kwargs) -> EpmJepaOutput | tuple:
+    def forward(
+        self,
+        pixel_values: torch.Tensor,
+        update_experience: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> EpmJepaOutput | tuple:
         r"""
         pixel_values (`torch.FloatTensor` of shape `(batch, frames, num_channels, image_size, image_size)`):
             Frame sequences with values in [0, 1]; at least `context_length + 1` frames. Every frame after the first

@@ -4,7 +4,6 @@ import inspect
 
 from transformers import PretrainedConfig, ViTConfig
 
-
 LOSS_TYPES = ("smooth_l1", "mse")
 IMAGENET_MEAN = [0.485, 0.456, 0.406]
 IMAGENET_STD = [0.229, 0.224, 0.225]
@@ -15,9 +14,20 @@ MNIST_STD = [0.3081]
 def vit_huge_config(**overrides) -> ViTConfig:
     """I-JEPA's ViT-H/16 at 224 px: hidden 1280, 32 layers, 16 heads, MLP 5120, patch 16 (a 14 x 14 grid), 3
     channels, qkv bias, LayerNorm eps 1e-6 (the reference code's `partial(nn.LayerNorm, eps=1e-6)`), exact GELU."""
-    kwargs = dict(hidden_size=1280, num_hidden_layers=32, num_attention_heads=16, intermediate_size=5120,
-                  image_size=224, patch_size=16, num_channels=3, qkv_bias=True, layer_norm_eps=1e-6,
-                  hidden_act="gelu", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    kwargs = dict(
+        hidden_size=1280,
+        num_hidden_layers=32,
+        num_attention_heads=16,
+        intermediate_size=5120,
+        image_size=224,
+        patch_size=16,
+        num_channels=3,
+        qkv_bias=True,
+        layer_norm_eps=1e-6,
+        hidden_act="gelu",
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
     kwargs.update(overrides)
     return ViTConfig(**kwargs)
 
@@ -120,8 +130,9 @@ class IJepaConfig(PretrainedConfig):
         self.predictor_mlp_ratio = predictor_mlp_ratio
         self.num_target_blocks = num_target_blocks
         self.target_scale = _as_float_list(target_scale) if target_scale is not None else [0.15, 0.2]
-        self.target_aspect_ratio = (_as_float_list(target_aspect_ratio) if target_aspect_ratio is not None
-                                    else [0.75, 1.5])
+        self.target_aspect_ratio = (
+            _as_float_list(target_aspect_ratio) if target_aspect_ratio is not None else [0.75, 1.5]
+        )
         self.context_scale = _as_float_list(context_scale) if context_scale is not None else [0.85, 1.0]
         self.min_keep = min_keep
         self.loss_type = loss_type
@@ -141,8 +152,15 @@ class IJepaConfig(PretrainedConfig):
         backbone = self.backbone_config
         if not isinstance(backbone, ViTConfig):
             raise ValueError(f"IJepaConfig.backbone_config must be a ViTConfig, got {type(backbone).__name__}")
-        for field in ("image_size", "patch_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                      "intermediate_size", "num_channels"):
+        for field in (
+            "image_size",
+            "patch_size",
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "intermediate_size",
+            "num_channels",
+        ):
             value = getattr(backbone, field)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(
@@ -164,8 +182,13 @@ class IJepaConfig(PretrainedConfig):
                 f"IJepaConfig.backbone_config.hidden_size ({backbone.hidden_size}) must be divisible by 4 "
                 "(2-D sin-cos position embeddings)"
             )
-        for field in ("predictor_hidden_size", "predictor_num_layers", "predictor_num_heads", "num_target_blocks",
-                      "min_keep"):
+        for field in (
+            "predictor_hidden_size",
+            "predictor_num_layers",
+            "predictor_num_heads",
+            "num_target_blocks",
+            "min_keep",
+        ):
             value = getattr(self, field)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"IJepaConfig.{field} must be a positive integer, got {value!r}")
@@ -183,8 +206,7 @@ class IJepaConfig(PretrainedConfig):
             raise ValueError(f"IJepaConfig.predictor_mlp_ratio must be > 0, got {self.predictor_mlp_ratio!r}")
         for field, upper in (("target_scale", 1.0), ("context_scale", 1.0), ("target_aspect_ratio", None)):
             value = getattr(self, field)
-            if (len(value) != 2 or not 0.0 < value[0] <= value[1]
-                    or (upper is not None and value[1] > upper)):
+            if len(value) != 2 or not 0.0 < value[0] <= value[1] or (upper is not None and value[1] > upper):
                 bound = f"0 < min <= max <= {upper}" if upper is not None else "0 < min <= max"
                 raise ValueError(f"IJepaConfig.{field} must be [min, max] with {bound}, got {value!r}")
         if self.loss_type not in LOSS_TYPES:
@@ -234,8 +256,16 @@ class IJepaConfig(PretrainedConfig):
     def tiny(cls, **overrides) -> "IJepaConfig":
         """A seconds-scale preset for tests: MNIST 28 x 28, patch 7 (a 4 x 4 grid), a 2-layer, 32-wide ViT, a
         2-layer, 16-wide predictor. `overrides`: IJepaConfig fields, or ViTConfig fields for the backbone."""
-        backbone = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-                        image_size=28, patch_size=7, num_channels=1, layer_norm_eps=1e-6)
+        backbone = dict(
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=64,
+            image_size=28,
+            patch_size=7,
+            num_channels=1,
+            layer_norm_eps=1e-6,
+        )
         fields = dict(predictor_hidden_size=16, predictor_num_layers=2, predictor_num_heads=2, ema_momentum=0.99)
         return preset_config(cls, ViTConfig, vit_huge_config, backbone, fields, overrides)
 
@@ -244,8 +274,16 @@ class IJepaConfig(PretrainedConfig):
         """The size the reproduction trains on a 2-core CPU: MNIST 28 x 28, patch 4 (a 7 x 7 grid), a 4-layer,
         128-wide ViT (4 heads, MLP 512), a 3-layer, 64-wide predictor (4 heads), EMA momentum 0.99 -> 1.0.
         `overrides`: IJepaConfig fields, or ViTConfig fields for the backbone."""
-        backbone = dict(hidden_size=128, num_hidden_layers=4, num_attention_heads=4, intermediate_size=512,
-                        image_size=28, patch_size=4, num_channels=1, layer_norm_eps=1e-6)
+        backbone = dict(
+            hidden_size=128,
+            num_hidden_layers=4,
+            num_attention_heads=4,
+            intermediate_size=512,
+            image_size=28,
+            patch_size=4,
+            num_channels=1,
+            layer_norm_eps=1e-6,
+        )
         fields = dict(predictor_hidden_size=64, predictor_num_layers=3, predictor_num_heads=4, ema_momentum=0.99)
         return preset_config(cls, ViTConfig, vit_huge_config, backbone, fields, overrides)
 

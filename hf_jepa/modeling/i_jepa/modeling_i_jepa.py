@@ -105,7 +105,8 @@ class IJepaEncoder(nn.Module):
         self.grid_size = config.grid_size
         self.patch_embeddings = ViTPatchEmbeddings(backbone)
         self.register_buffer(
-            "position_embeddings", sincos_2d_position_embeddings(backbone.hidden_size, self.grid_size),
+            "position_embeddings",
+            sincos_2d_position_embeddings(backbone.hidden_size, self.grid_size),
             persistent=False,
         )
         self.layers = nn.ModuleList([ViTLayer(backbone) for _ in range(backbone.num_hidden_layers)])
@@ -166,8 +167,9 @@ class IJepaPredictor(nn.Module):
         self.norm = nn.LayerNorm(width, eps=config.backbone_config.layer_norm_eps)
         self.output = nn.Linear(width, config.hidden_size)
 
-    def forward(self, context_states: torch.Tensor, context_indices: torch.Tensor,
-                target_indices: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, context_states: torch.Tensor, context_indices: torch.Tensor, target_indices: torch.Tensor
+    ) -> torch.Tensor:
         """`(B, n_ctx, D)` context states at `context_indices` `(B, n_ctx)`; `target_indices` `(B, M, n_tgt)` ->
         `(B, M, n_tgt, D)` predictions."""
         batch, num_context = context_indices.shape
@@ -293,8 +295,10 @@ class IJepaModel(IJepaPreTrainedModel):
         output_loading_info = kwargs.pop("output_loading_info", False)
         model, loading_info = super().from_pretrained(*args, output_loading_info=True, **kwargs)
         model.freeze_targets()
-        problems = {k: sorted(str(x) for x in (loading_info.get(k) or ()))
-                    for k in ("missing_keys", "unexpected_keys", "mismatched_keys")}
+        problems = {
+            k: sorted(str(x) for x in (loading_info.get(k) or ()))
+            for k in ("missing_keys", "unexpected_keys", "mismatched_keys")
+        }
         if strict and any(problems.values()):
             raise ValueError(
                 f"{cls.__name__}.from_pretrained: the checkpoint does not match the config (missing keys: "
@@ -309,8 +313,12 @@ class IJepaModel(IJepaPreTrainedModel):
     def _check_pixel_values(self, pixel_values):
         config = self.config
         expected = (config.num_channels, config.image_size, config.image_size)
-        if (not isinstance(pixel_values, torch.Tensor) or pixel_values.ndim != 4
-                or tuple(pixel_values.shape[1:]) != expected or not pixel_values.is_floating_point()):
+        if (
+            not isinstance(pixel_values, torch.Tensor)
+            or pixel_values.ndim != 4
+            or tuple(pixel_values.shape[1:]) != expected
+            or not pixel_values.is_floating_point()
+        ):
             got = tuple(pixel_values.shape) if isinstance(pixel_values, torch.Tensor) else type(pixel_values).__name__
             dtype = f" {pixel_values.dtype}" if isinstance(pixel_values, torch.Tensor) else ""
             raise ValueError(
@@ -413,8 +421,13 @@ class IJepaModel(IJepaPreTrainedModel):
         else:
             per_element = F.smooth_l1_loss(predictions.float(), targets.float(), reduction="none")
         block_losses = per_element.mean(dim=(0, 2, 3))
-        output = IJepaOutput(loss=block_losses.mean(), predictions=predictions, targets=targets,
-                             last_hidden_state=context, block_losses=block_losses.detach())
+        output = IJepaOutput(
+            loss=block_losses.mean(),
+            predictions=predictions,
+            targets=targets,
+            last_hidden_state=context,
+            block_losses=block_losses.detach(),
+        )
         return output if return_dict else output.to_tuple()
 
 

@@ -30,13 +30,16 @@ from .modeling_jepa_reasoner import (
 )
 from .modeling_jepa_reasoner_baselines import CoconutLM, CoconutOutput, CoupledTransformerLM
 
-
 AutoConfig.register(JepaReasonerConfig.model_type, JepaReasonerConfig, exist_ok=True)
 AutoModel.register(JepaReasonerConfig, JepaReasonerModel, exist_ok=True)
 AutoConfig.register(JepaReasonerWithTalkerConfig.model_type, JepaReasonerWithTalkerConfig, exist_ok=True)
 AutoModel.register(JepaReasonerWithTalkerConfig, JepaReasonerWithTalker, exist_ok=True)
-for _config, _model in ((MonoTalkerConfig, MonoTalkerModel), (DualTalkerConfig, DualTalkerModel),
-                        (CoupledTransformerConfig, CoupledTransformerLM), (CoconutConfig, CoconutLM)):
+for _config, _model in (
+    (MonoTalkerConfig, MonoTalkerModel),
+    (DualTalkerConfig, DualTalkerModel),
+    (CoupledTransformerConfig, CoupledTransformerLM),
+    (CoconutConfig, CoconutLM),
+):
     AutoConfig.register(_config.model_type, _config, exist_ok=True)
     AutoModel.register(_config, _model, exist_ok=True)
     AutoModelForCausalLM.register(_config, _model, exist_ok=True)
@@ -49,8 +52,12 @@ JepaReasonerModel.register_for_auto_class("AutoModel")
 # config resolves by model_type itself, so the exported directory needs only these two entries in auto_map.
 JepaReasonerWithTalkerConfig.register_for_auto_class()
 JepaReasonerWithTalker.register_for_auto_class("AutoModel")
-for _config, _model in ((MonoTalkerConfig, MonoTalkerModel), (DualTalkerConfig, DualTalkerModel),
-                        (CoupledTransformerConfig, CoupledTransformerLM), (CoconutConfig, CoconutLM)):
+for _config, _model in (
+    (MonoTalkerConfig, MonoTalkerModel),
+    (DualTalkerConfig, DualTalkerModel),
+    (CoupledTransformerConfig, CoupledTransformerLM),
+    (CoconutConfig, CoconutLM),
+):
     _config.register_for_auto_class()
     _model.register_for_auto_class("AutoModelForCausalLM")
 del _config, _model

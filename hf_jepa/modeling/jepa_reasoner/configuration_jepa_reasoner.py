@@ -12,7 +12,6 @@ checks that every default equals the tokenizer's id.
 
 from transformers import AutoConfig, PretrainedConfig
 
-
 LATENT_NORMS = ("rms_l2", "l2")
 
 # The paper's sizes: a 0.9B reasoner and a 198M Talker, on a GPT-2-sized vocabulary (50,257 rounded up to 50,304).
@@ -38,8 +37,17 @@ def _check_non_negative_ints(config, fields):
 def _check_block_fields(config):
     """Fields every config of the family has: the transformer block and the special token ids."""
     name = type(config).__name__
-    _check_positive_ints(config, ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                                  "intermediate_size", "max_position_embeddings"))
+    _check_positive_ints(
+        config,
+        (
+            "vocab_size",
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "intermediate_size",
+            "max_position_embeddings",
+        ),
+    )
     if config.hidden_size % config.num_attention_heads:
         raise ValueError(
             f"{name}.hidden_size ({config.hidden_size}) must be divisible by num_attention_heads "
@@ -193,16 +201,34 @@ class JepaReasonerConfig(PretrainedConfig):
     def cpu_fast(cls, **overrides) -> "JepaReasonerConfig":
         """the size `hf-jepa reproduce jepa-reasoner` trains on a 2-core CPU: 128 wide (4 heads, MLP 384), 2 encoder + 4
         reasoning blocks, 256 positions; set `vocab_size` to the task tokenizer's size."""
-        kwargs = dict(vocab_size=64, hidden_size=128, num_hidden_layers=4, num_encoder_layers=2, num_attention_heads=4,
-                      intermediate_size=384, max_position_embeddings=256, num_reasoning_steps=16, ema_momentum=0.99)
+        kwargs = dict(
+            vocab_size=64,
+            hidden_size=128,
+            num_hidden_layers=4,
+            num_encoder_layers=2,
+            num_attention_heads=4,
+            intermediate_size=384,
+            max_position_embeddings=256,
+            num_reasoning_steps=16,
+            ema_momentum=0.99,
+        )
         kwargs.update(overrides)
         return cls(**kwargs)
 
     @classmethod
     def tiny(cls, **overrides) -> "JepaReasonerConfig":
         """A milliseconds-scale preset for tests: 32 wide, 1 encoder + 2 reasoning blocks, 64 tokens."""
-        kwargs = dict(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_encoder_layers=1, num_attention_heads=2,
-                      intermediate_size=64, max_position_embeddings=64, num_reasoning_steps=4, ema_momentum=0.99)
+        kwargs = dict(
+            vocab_size=64,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_encoder_layers=1,
+            num_attention_heads=2,
+            intermediate_size=64,
+            max_position_embeddings=64,
+            num_reasoning_steps=4,
+            ema_momentum=0.99,
+        )
         kwargs.update(overrides)
         return cls(**kwargs)
 
@@ -314,16 +340,30 @@ class MonoTalkerConfig(JepaTalkerConfig):
     def cpu_fast(cls, **overrides) -> "MonoTalkerConfig":
         """the size `hf-jepa reproduce jepa-reasoner` trains on a 2-core CPU: 3 decoder blocks, 128 wide, reading a 128-wide
         reasoner (`JepaReasonerConfig.cpu_fast`)."""
-        kwargs = dict(vocab_size=64, hidden_size=128, num_hidden_layers=3, num_attention_heads=4, intermediate_size=384,
-                      latent_size=128, max_position_embeddings=512)
+        kwargs = dict(
+            vocab_size=64,
+            hidden_size=128,
+            num_hidden_layers=3,
+            num_attention_heads=4,
+            intermediate_size=384,
+            latent_size=128,
+            max_position_embeddings=512,
+        )
         kwargs.update(overrides)
         return cls(**kwargs)
 
     @classmethod
     def tiny(cls, **overrides) -> "MonoTalkerConfig":
         """A test preset matching `JepaReasonerConfig.tiny()` (latent_size 32, 64 tokens)."""
-        kwargs = dict(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-                      latent_size=32, max_position_embeddings=128)
+        kwargs = dict(
+            vocab_size=64,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=64,
+            latent_size=32,
+            max_position_embeddings=128,
+        )
         kwargs.update(overrides)
         return cls(**kwargs)
 
@@ -358,16 +398,32 @@ class DualTalkerConfig(JepaTalkerConfig):
     def cpu_fast(cls, **overrides) -> "DualTalkerConfig":
         """the size `hf-jepa reproduce jepa-reasoner` trains on a 2-core CPU: 2 context + 3 decoder blocks, 128 wide, reading a
         128-wide reasoner (`JepaReasonerConfig.cpu_fast`)."""
-        kwargs = dict(vocab_size=64, hidden_size=128, num_hidden_layers=3, num_context_layers=2, num_attention_heads=4,
-                      intermediate_size=384, latent_size=128, max_position_embeddings=768)
+        kwargs = dict(
+            vocab_size=64,
+            hidden_size=128,
+            num_hidden_layers=3,
+            num_context_layers=2,
+            num_attention_heads=4,
+            intermediate_size=384,
+            latent_size=128,
+            max_position_embeddings=768,
+        )
         kwargs.update(overrides)
         return cls(**kwargs)
 
     @classmethod
     def tiny(cls, **overrides) -> "DualTalkerConfig":
         """A test preset matching `JepaReasonerConfig.tiny()` (latent_size 32, 64 tokens)."""
-        kwargs = dict(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_context_layers=1, num_attention_heads=2,
-                      intermediate_size=64, latent_size=32, max_position_embeddings=128)
+        kwargs = dict(
+            vocab_size=64,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_context_layers=1,
+            num_attention_heads=2,
+            intermediate_size=64,
+            latent_size=32,
+            max_position_embeddings=128,
+        )
         kwargs.update(overrides)
         return cls(**kwargs)
 
@@ -438,16 +494,28 @@ class CoupledTransformerConfig(PretrainedConfig):
     def cpu_fast(cls, **overrides):
         """the size `hf-jepa reproduce jepa-reasoner` trains on a 2-core CPU: as many blocks (6) and the same width (128) as
         `JepaReasonerConfig.cpu_fast`'s encoder + reasoning blocks."""
-        kwargs = dict(vocab_size=64, hidden_size=128, num_hidden_layers=6, num_attention_heads=4, intermediate_size=384,
-                      max_position_embeddings=256)
+        kwargs = dict(
+            vocab_size=64,
+            hidden_size=128,
+            num_hidden_layers=6,
+            num_attention_heads=4,
+            intermediate_size=384,
+            max_position_embeddings=256,
+        )
         kwargs.update(overrides)
         return cls(**kwargs)
 
     @classmethod
     def tiny(cls, **overrides) -> "CoupledTransformerConfig":
         """A test preset matching `JepaReasonerConfig.tiny()` (32 wide, 3 blocks, 64 tokens)."""
-        kwargs = dict(vocab_size=64, hidden_size=32, num_hidden_layers=3, num_attention_heads=2, intermediate_size=64,
-                      max_position_embeddings=64)
+        kwargs = dict(
+            vocab_size=64,
+            hidden_size=32,
+            num_hidden_layers=3,
+            num_attention_heads=2,
+            intermediate_size=64,
+            max_position_embeddings=64,
+        )
         kwargs.update(overrides)
         return cls(**kwargs)
 
@@ -518,13 +586,11 @@ def _sub_config(value, name: str, classes: dict):
     if isinstance(value, dict):
         model_type = value.get("model_type", types[0] if len(types) == 1 else None)
         if model_type not in classes:
-            raise ValueError(
-                f"JepaReasonerWithTalkerConfig.{name} must have model_type in {types}, got {model_type!r}"
-            )
-        return classes[model_type](**{k: v for k, v in value.items() if k not in ("model_type", "transformers_version")})
-    raise ValueError(
-        f"JepaReasonerWithTalkerConfig.{name} must be a config or a dict, got {type(value).__name__}"
-    )
+            raise ValueError(f"JepaReasonerWithTalkerConfig.{name} must have model_type in {types}, got {model_type!r}")
+        return classes[model_type](
+            **{k: v for k, v in value.items() if k not in ("model_type", "transformers_version")}
+        )
+    raise ValueError(f"JepaReasonerWithTalkerConfig.{name} must be a config or a dict, got {type(value).__name__}")
 
     @classmethod
     def full(cls, **overrides) -> "CoconutConfig":
@@ -554,12 +620,15 @@ class JepaReasonerWithTalkerConfig(PretrainedConfig):
         if reasoner_config is None:
             reasoner_config = JepaReasonerConfig()
         if talker_config is None:
-            talker_config = MonoTalkerConfig(latent_size=reasoner_config.hidden_size
-                                             if isinstance(reasoner_config, PretrainedConfig)
-                                             else reasoner_config.get("hidden_size", 1536))
+            talker_config = MonoTalkerConfig(
+                latent_size=reasoner_config.hidden_size
+                if isinstance(reasoner_config, PretrainedConfig)
+                else reasoner_config.get("hidden_size", 1536)
+            )
         # Set before PretrainedConfig.__init__, which walks `sub_configs`.
-        self.reasoner_config = _sub_config(reasoner_config, "reasoner_config",
-                                           {JepaReasonerConfig.model_type: JepaReasonerConfig})
+        self.reasoner_config = _sub_config(
+            reasoner_config, "reasoner_config", {JepaReasonerConfig.model_type: JepaReasonerConfig}
+        )
         self.talker_config = _sub_config(talker_config, "talker_config", TALKER_CONFIG_CLASSES)
         super().__init__(**kwargs)
         self.validate()

@@ -39,7 +39,6 @@ from .configuration_jepa_reasoner import (
     MonoTalkerConfig,
 )
 
-
 # ------------------------------------------------------------------------------------------------------- norms
 
 
@@ -57,8 +56,9 @@ def l2_normalize(x: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
     return F.normalize(x.float(), dim=-1, eps=eps).to(x.dtype)
 
 
-def hybrid_normalize(x: torch.Tensor, weight: torch.Tensor | None, rms_eps: float = 1e-6,
-                     l2_eps: float = 1e-12) -> torch.Tensor:
+def hybrid_normalize(
+    x: torch.Tensor, weight: torch.Tensor | None, rms_eps: float = 1e-6, l2_eps: float = 1e-12
+) -> torch.Tensor:
     """The paper's hybrid normalisation: RMSNorm (with gain `weight`), then L2 normalisation onto the unit sphere."""
     x32 = x.float()
     x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + rms_eps)
@@ -94,8 +94,9 @@ class HybridNorm(nn.Module):
         return hybrid_normalize(x, self.rms.weight, self.rms.eps, self.l2_eps)
 
 
-def scaled_cosine_loss(pred: torch.Tensor, target: torch.Tensor, k: float = 4.0,
-                       mask: torch.Tensor | None = None) -> torch.Tensor:
+def scaled_cosine_loss(
+    pred: torch.Tensor, target: torch.Tensor, k: float = 4.0, mask: torch.Tensor | None = None
+) -> torch.Tensor:
     """`k - k * cos(pred, target)` over the last dimension, averaged over the positions where `mask` is 1 (all
     positions without a mask), in fp32. Identical directions give 0, orthogonal ones `k`, opposite ones `2k`; the
     target side is detached."""
@@ -199,12 +200,15 @@ class JepaBlock(nn.Module):
         self.dropout = nn.Dropout(config.hidden_dropout)
 
     def forward(self, hidden, cos, sin, attention_mask, cache=None, layer_idx=0):
-        hidden = hidden + self.dropout(self.attention(self.input_norm(hidden), cos, sin, attention_mask, cache, layer_idx))
+        hidden = hidden + self.dropout(
+            self.attention(self.input_norm(hidden), cos, sin, attention_mask, cache, layer_idx)
+        )
         return hidden + self.dropout(self.mlp(self.post_attention_norm(hidden)))
 
 
-def run_blocks(blocks, hidden: torch.Tensor, key_mask: torch.Tensor, causal: bool = True,
-               cache: Cache | None = None) -> torch.Tensor:
+def run_blocks(
+    blocks, hidden: torch.Tensor, key_mask: torch.Tensor, causal: bool = True, cache: Cache | None = None
+) -> torch.Tensor:
     """Run `blocks` on the new positions `hidden` `(B, q, H)`. `key_mask` `(B, K)` covers every key position (cached
     ones first, then the `q` new ones); the cache (if any) holds layers `0..len(blocks)-1`."""
     if len(blocks) == 0:
@@ -237,15 +241,18 @@ def check_mask(mask: torch.Tensor | None, name: str, ids: torch.Tensor) -> torch
     return mask.long()
 
 
-def decoder_inputs_from_answers(answer_ids: torch.Tensor, answer_mask: torch.Tensor | None, bos_token_id: int,
-                                pad_token_id: int = 0) -> dict:
+def decoder_inputs_from_answers(
+    answer_ids: torch.Tensor, answer_mask: torch.Tensor | None, bos_token_id: int, pad_token_id: int = 0
+) -> dict:
     """Teacher-forcing inputs of a decoder from the data layer's answers (answer tokens, EOS, right padding):
     `input_ids = [BOS, answer_ids]`, `attention_mask = [1, answer_mask]` and `labels` = `input_ids` with -100 at BOS
     and padding (shifted inside the models: position t predicts token t+1, so every answer token and EOS is a
     target)."""
     answer_mask = check_mask(answer_mask, "answer_mask", answer_ids)
     bos = torch.full_like(answer_ids[:, :1], bos_token_id)
-    input_ids = torch.cat([bos, torch.where(answer_mask.bool(), answer_ids, torch.full_like(answer_ids, pad_token_id))], 1)
+    input_ids = torch.cat(
+        [bos, torch.where(answer_mask.bool(), answer_ids, torch.full_like(answer_ids, pad_token_id))], 1
+    )
     attention_mask = torch.cat([torch.ones_like(answer_mask[:, :1]), answer_mask], 1)
     labels = torch.where(attention_mask.bool(), input_ids, torch.full_like(input_ids, -100))
     labels[:, 0] = -100
@@ -336,8 +343,10 @@ class JepaPreTrainedBase(PreTrainedModel):
         output_loading_info = kwargs.pop("output_loading_info", False)
         model, loading_info = super().from_pretrained(*args, output_loading_info=True, **kwargs)
         model.freeze_targets()
-        problems = {k: sorted(str(x) for x in (loading_info.get(k) or ()))
-                    for k in ("missing_keys", "unexpected_keys", "mismatched_keys")}
+        problems = {
+            k: sorted(str(x) for x in (loading_info.get(k) or ()))
+            for k in ("missing_keys", "unexpected_keys", "mismatched_keys")
+        }
         if strict and any(problems.values()):
             raise ValueError(
                 f"{cls.__name__}.from_pretrained: the checkpoint does not match the config (missing keys: "
@@ -381,8 +390,9 @@ class JepaTokenEncoder(nn.Module):
         super().__init__()
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
         self.layers = nn.ModuleList(JepaBlock(config) for _ in range(config.num_encoder_layers))
-        self.norm = HybridNorm(config.hidden_size, config.rms_norm_eps, config.l2_norm_eps,
-                               use_rms=config.latent_norm == "rms_l2")
+        self.norm = HybridNorm(
+            config.hidden_size, config.rms_norm_eps, config.l2_norm_eps, use_rms=config.latent_norm == "rms_l2"
+        )
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         hidden = self.embed_tokens(input_ids)
@@ -419,8 +429,9 @@ class JepaReasonerModel(JepaReasonerPreTrainedModel):
         config.validate()
         self.encoder = JepaTokenEncoder(config)
         self.layers = nn.ModuleList(JepaBlock(config) for _ in range(config.num_hidden_layers))
-        self.norm = HybridNorm(config.hidden_size, config.rms_norm_eps, config.l2_norm_eps,
-                               use_rms=config.latent_norm == "rms_l2")
+        self.norm = HybridNorm(
+            config.hidden_size, config.rms_norm_eps, config.l2_norm_eps, use_rms=config.latent_norm == "rms_l2"
+        )
         self.target_encoder = copy.deepcopy(self.encoder)
         self.post_init()
         if self.encoder.embed_tokens.weight.device.type != "meta":
@@ -435,14 +446,17 @@ class JepaReasonerModel(JepaReasonerPreTrainedModel):
 
     # ------------------------------------------------------------------ building blocks
 
-    def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-               use_target_encoder: bool = False) -> torch.Tensor:
+    def encode(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, use_target_encoder: bool = False
+    ) -> torch.Tensor:
         """`(B, L, hidden)` unit latents of tokens from the (causal) token encoder, or from its EMA target."""
         check_token_ids(input_ids, "input_ids", self.config.vocab_size)
         attention_mask = check_mask(attention_mask, "attention_mask", input_ids)
         if input_ids.shape[1] > self.config.max_position_embeddings:
-            raise ValueError(f"input_ids has length {input_ids.shape[1]}, longer than max_position_embeddings "
-                             f"({self.config.max_position_embeddings})")
+            raise ValueError(
+                f"input_ids has length {input_ids.shape[1]}, longer than max_position_embeddings "
+                f"({self.config.max_position_embeddings})"
+            )
         if use_target_encoder:
             with torch.no_grad():
                 return self.target_encoder(input_ids, attention_mask)
@@ -498,8 +512,8 @@ class JepaReasonerModel(JepaReasonerPreTrainedModel):
         if answer_ids is not None:
             start, length = prompt_ids.shape[1], answer_ids.shape[1]
             with torch.no_grad():
-                targets = self.target_encoder(ids, mask)[:, start + 1:]
-            predictions = predicted[:, start:start + length]
+                targets = self.target_encoder(ids, mask)[:, start + 1 :]
+            predictions = predicted[:, start : start + length]
             loss = scaled_cosine_loss(predictions, targets, config.cosine_loss_scale, answer_mask)
             parts.update(loss=loss, predictions=predictions, targets=targets, answer_mask=answer_mask)
         output = JepaReasonerOutput(**parts)
@@ -528,7 +542,9 @@ class JepaReasonerModel(JepaReasonerPreTrainedModel):
     def _feed_back(self, predicted, latent_noise_std, generator):
         if latent_noise_std and latent_noise_std > 0:
             noise = torch.randn(predicted.shape, generator=generator, device=predicted.device, dtype=torch.float32)
-            return l2_normalize(predicted.float() + latent_noise_std * noise, self.config.l2_norm_eps).to(predicted.dtype)
+            return l2_normalize(predicted.float() + latent_noise_std * noise, self.config.l2_norm_eps).to(
+                predicted.dtype
+            )
         return predicted
 
     def generate_latents(
@@ -727,8 +743,9 @@ class _TalkerBase(JepaTalkerPreTrainedModel):
             logits = keep_last(logits, logits_to_keep)
         else:
             logits = self.lm_head(keep_last(hidden, logits_to_keep))
-        output = JepaTalkerOutput(loss=loss, logits=logits, cache=cache if use_cache else None,
-                                  last_hidden_state=hidden)
+        output = JepaTalkerOutput(
+            loss=loss, logits=logits, cache=cache if use_cache else None, last_hidden_state=hidden
+        )
         return output if return_dict else output.to_tuple()
 
 
@@ -791,7 +808,9 @@ class DualTalkerModel(_TalkerBase, GenerationMixin):
         prefix = None
         if compute:
             context = self.encode_context(prompt_ids, prompt_mask)
-            prefix = torch.cat([context, self.latent_proj(latents.to(self.latent_proj.weight.dtype)).to(context.dtype)], 1)
+            prefix = torch.cat(
+                [context, self.latent_proj(latents.to(self.latent_proj.weight.dtype)).to(context.dtype)], 1
+            )
         return prefix, torch.cat([prompt_mask, latent_mask.to(prompt_mask.device)], 1)
 
 
@@ -826,8 +845,12 @@ class JepaReasonerWithTalker(JepaPreTrainedBase):
     base_model_prefix = "jepa_reasoner_with_talker"
     main_input_name = "prompt_ids"
 
-    def __init__(self, config: JepaReasonerWithTalkerConfig, reasoner: JepaReasonerModel | None = None,
-                 talker: "MonoTalkerModel | DualTalkerModel | None" = None):
+    def __init__(
+        self,
+        config: JepaReasonerWithTalkerConfig,
+        reasoner: JepaReasonerModel | None = None,
+        talker: "MonoTalkerModel | DualTalkerModel | None" = None,
+    ):
         super().__init__(config)
         config.validate()
         talker_class = TALKER_MODEL_CLASSES[config.talker_config.model_type]
@@ -844,8 +867,9 @@ class JepaReasonerWithTalker(JepaPreTrainedBase):
         self.post_init()
 
     @classmethod
-    def from_components(cls, reasoner: JepaReasonerModel, talker: "MonoTalkerModel | DualTalkerModel"
-                        ) -> "JepaReasonerWithTalker":
+    def from_components(
+        cls, reasoner: JepaReasonerModel, talker: "MonoTalkerModel | DualTalkerModel"
+    ) -> "JepaReasonerWithTalker":
         """Pair an existing reasoner and Talker: the pair's config holds their configs, and the pair holds the two
         models themselves (same modules, same weights bit for bit; training one trains the pair). Raises
         `ValueError` when they do not fit together (latent width, vocabulary) or are not a reasoner and a Talker."""
@@ -900,14 +924,18 @@ class JepaReasonerWithTalker(JepaPreTrainedBase):
         `generation_kwargs` (e.g. `max_new_tokens`, `do_sample`, `num_beams`). Prompts are left-padded
         (`prompt_mask` 0 on padding). `token_ids` excludes the BOS column; with `return_dict_in_generate=True` it is
         the Talker's full generate output instead."""
-        chain = self.reasoner.generate_latents(prompt_ids, prompt_mask, num_steps=num_reasoning_steps,
-                                               latent_noise_std=latent_noise_std, generator=generator)
+        chain = self.reasoner.generate_latents(
+            prompt_ids,
+            prompt_mask,
+            num_steps=num_reasoning_steps,
+            latent_noise_std=latent_noise_std,
+            generator=generator,
+        )
         batch = prompt_ids.shape[0]
         bos = torch.full((batch, 1), self.talker.config.bos_token_id, dtype=torch.long, device=prompt_ids.device)
         kwargs = dict(input_ids=bos, latents=chain.to(self.talker.dtype))
         if self.is_dual:
-            kwargs.update(prompt_ids=prompt_ids,
-                          prompt_mask=check_mask(prompt_mask, "prompt_mask", prompt_ids))
+            kwargs.update(prompt_ids=prompt_ids, prompt_mask=check_mask(prompt_mask, "prompt_mask", prompt_ids))
         kwargs.update(generation_kwargs)
         output = self.talker.generate(**kwargs)
         if isinstance(output, torch.Tensor):

@@ -128,8 +128,10 @@ class CoupledTransformerLM(_DecoderLMBase, GenerationMixin):
         else:
             key_mask = attention_mask.long()
             if key_mask.shape != (batch, past + length):
-                raise ValueError(f"attention_mask must have shape {(batch, past + length)} (cached + new tokens), "
-                                 f"got {tuple(key_mask.shape)}")
+                raise ValueError(
+                    f"attention_mask must have shape {(batch, past + length)} (cached + new tokens), "
+                    f"got {tuple(key_mask.shape)}"
+                )
         hidden = self._decode(self.embed_tokens(input_ids), key_mask, cache)
         loss = None
         if labels is not None:
@@ -138,8 +140,9 @@ class CoupledTransformerLM(_DecoderLMBase, GenerationMixin):
             logits = keep_last(logits, logits_to_keep)
         else:
             logits = self._logits(hidden, logits_to_keep, latent_noise_std, noise_generator)
-        output = JepaTalkerOutput(loss=loss, logits=logits, cache=cache if use_cache else None,
-                                  last_hidden_state=hidden)
+        output = JepaTalkerOutput(
+            loss=loss, logits=logits, cache=cache if use_cache else None, last_hidden_state=hidden
+        )
         return output if return_dict else output.to_tuple()
 
 
@@ -218,7 +221,7 @@ class CoconutLM(_DecoderLMBase, GenerationMixin):
                 hidden = self._decode(embeds, prefix_mask[:, :length], None)
             thought = hidden[:, -1:]
             if thought_noise is not None:
-                thought = (thought.float() + thought_noise[:, k:k + 1].float()).to(thought.dtype)
+                thought = (thought.float() + thought_noise[:, k : k + 1].float()).to(thought.dtype)
             thoughts.append(thought)
             new = thought.to(embeds.dtype)
             embeds = torch.cat([embeds, new], 1)
@@ -277,19 +280,32 @@ class CoconutLM(_DecoderLMBase, GenerationMixin):
         else:
             token_mask = attention_mask.long()
             if token_mask.shape != (batch, num_tokens):
-                raise ValueError(f"attention_mask must have shape {(batch, num_tokens)} (every decoder token so far), "
-                                 f"got {tuple(token_mask.shape)}")
+                raise ValueError(
+                    f"attention_mask must have shape {(batch, num_tokens)} (every decoder token so far), "
+                    f"got {tuple(token_mask.shape)}"
+                )
         key_mask = torch.cat([prefix_mask, token_mask.to(prefix_mask.device)], 1)
         token_embeds = self.embed_tokens(input_ids)
         thoughts = None
         if past == 0:
             if thought_noise is None and latent_noise_std and latent_noise_std > 0 and config.num_latent_thoughts:
                 thought_noise = latent_noise_std * torch.randn(
-                    batch, config.num_latent_thoughts, config.hidden_size, generator=noise_generator,
-                    device=token_embeds.device, dtype=torch.float32)
-            if thought_noise is not None and thought_noise.shape != (batch, config.num_latent_thoughts, config.hidden_size):
-                raise ValueError(f"thought_noise must have shape {(batch, config.num_latent_thoughts, config.hidden_size)}, "
-                                 f"got {tuple(thought_noise.shape)}")
+                    batch,
+                    config.num_latent_thoughts,
+                    config.hidden_size,
+                    generator=noise_generator,
+                    device=token_embeds.device,
+                    dtype=torch.float32,
+                )
+            if thought_noise is not None and thought_noise.shape != (
+                batch,
+                config.num_latent_thoughts,
+                config.hidden_size,
+            ):
+                raise ValueError(
+                    f"thought_noise must have shape {(batch, config.num_latent_thoughts, config.hidden_size)}, "
+                    f"got {tuple(thought_noise.shape)}"
+                )
             prefix, thoughts = self._thoughts(prompt_ids, prefix_mask, thought_noise, cache)
             if cache is not None:
                 # `[prompt, SEP, t_1..t_{K-1}]` are cached; the last thought (or SEP, K = 0) is fed with the tokens.
@@ -308,8 +324,9 @@ class CoconutLM(_DecoderLMBase, GenerationMixin):
             logits = keep_last(logits, logits_to_keep)
         else:
             logits = self._logits(hidden, logits_to_keep, 0.0, None)
-        output = CoconutOutput(loss=loss, logits=logits, cache=cache if use_cache else None,
-                               last_hidden_state=hidden, thoughts=thoughts)
+        output = CoconutOutput(
+            loss=loss, logits=logits, cache=cache if use_cache else None, last_hidden_state=hidden, thoughts=thoughts
+        )
         return output if return_dict else output.to_tuple()
 
     @torch.no_grad()
@@ -334,11 +351,16 @@ class CoconutLM(_DecoderLMBase, GenerationMixin):
             input_ids = torch.full((batch, 1), self.config.bos_token_id, dtype=torch.long, device=prompt_ids.device)
         if thought_noise is None and latent_noise_std and latent_noise_std > 0 and self.config.num_latent_thoughts:
             thought_noise = latent_noise_std * torch.randn(
-                batch, self.config.num_latent_thoughts, self.config.hidden_size, generator=noise_generator,
-                dtype=torch.float32).to(prompt_ids.device)
+                batch,
+                self.config.num_latent_thoughts,
+                self.config.hidden_size,
+                generator=noise_generator,
+                dtype=torch.float32,
+            ).to(prompt_ids.device)
         prompt_mask = check_mask(prompt_mask, "prompt_mask", prompt_ids)
-        return super().generate(input_ids=input_ids, prompt_ids=prompt_ids, prompt_mask=prompt_mask,
-                                thought_noise=thought_noise, **kwargs)
+        return super().generate(
+            input_ids=input_ids, prompt_ids=prompt_ids, prompt_mask=prompt_mask, thought_noise=thought_noise, **kwargs
+        )
 
 
 __all__ = ["CoconutLM", "CoconutOutput", "CoupledTransformerLM"]

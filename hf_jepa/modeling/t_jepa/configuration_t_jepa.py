@@ -4,15 +4,20 @@ import inspect
 
 from transformers import BertConfig, PretrainedConfig
 
-
 OBJECTIVES = ("jepa", "mlm", "vicreg", "barlow_twins", "byol")
 LOSS_TYPES = ("mse", "smooth_l1")
 
 
 def bert_large_config(**overrides) -> BertConfig:
     """BERT-Large: 24 layers, hidden 1024, 16 heads, 4096 intermediate, the uncased WordPiece vocabulary (30,522)."""
-    kwargs = dict(vocab_size=30522, hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
-                  intermediate_size=4096, max_position_embeddings=512)
+    kwargs = dict(
+        vocab_size=30522,
+        hidden_size=1024,
+        num_hidden_layers=24,
+        num_attention_heads=16,
+        intermediate_size=4096,
+        max_position_embeddings=512,
+    )
     kwargs.update(overrides)
     return BertConfig(**kwargs)
 
@@ -136,14 +141,24 @@ class TJepaConfig(PretrainedConfig):
     def validate(self):
         """Raise `ValueError` naming the first invalid field."""
         if not isinstance(self.backbone_config, BertConfig):
-            raise ValueError(f"TJepaConfig.backbone_config must be a BertConfig, got {type(self.backbone_config).__name__}")
+            raise ValueError(
+                f"TJepaConfig.backbone_config must be a BertConfig, got {type(self.backbone_config).__name__}"
+            )
         if self.objective not in OBJECTIVES:
             raise ValueError(f"TJepaConfig.objective must be one of {OBJECTIVES}, got {self.objective!r}")
         if self.loss_type not in LOSS_TYPES:
             raise ValueError(f"TJepaConfig.loss_type must be one of {LOSS_TYPES}, got {self.loss_type!r}")
-        for field in ("predictor_hidden_size", "predictor_num_layers", "predictor_num_heads", "num_spans",
-                      "min_span_length", "max_span_length", "projector_hidden_size", "projector_output_size",
-                      "byol_predictor_hidden_size"):
+        for field in (
+            "predictor_hidden_size",
+            "predictor_num_layers",
+            "predictor_num_heads",
+            "num_spans",
+            "min_span_length",
+            "max_span_length",
+            "projector_hidden_size",
+            "projector_output_size",
+            "byol_predictor_hidden_size",
+        ):
             value = getattr(self, field)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"TJepaConfig.{field} must be a positive integer, got {value!r}")
@@ -185,10 +200,24 @@ class TJepaConfig(PretrainedConfig):
     def tiny(cls, **overrides) -> "TJepaConfig":
         """A seconds-scale preset for tests: a 2-layer, 32-wide BERT with a 512-token vocabulary. `overrides`:
         TJepaConfig fields, or BertConfig fields for the backbone."""
-        backbone = dict(vocab_size=512, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=64)
-        fields = dict(predictor_hidden_size=32, predictor_num_layers=2, predictor_num_heads=2, projector_hidden_size=64,
-                      projector_output_size=64, byol_predictor_hidden_size=32, ema_momentum=0.99, mask_token_id=4)
+        backbone = dict(
+            vocab_size=512,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=64,
+            max_position_embeddings=64,
+        )
+        fields = dict(
+            predictor_hidden_size=32,
+            predictor_num_layers=2,
+            predictor_num_heads=2,
+            projector_hidden_size=64,
+            projector_output_size=64,
+            byol_predictor_hidden_size=32,
+            ema_momentum=0.99,
+            mask_token_id=4,
+        )
         return preset_config(cls, BertConfig, BertConfig, backbone, fields, overrides)
 
     @classmethod
@@ -196,11 +225,24 @@ class TJepaConfig(PretrainedConfig):
         """A 4-layer, 256-wide BERT with a locally trained 8k WordPiece vocabulary: the size the reproduction trains
         on a 2-core CPU. `mask_token_id=4` is `[MASK]` in the tokenizers `hf_jepa.data` trains. `overrides`:
         TJepaConfig fields, or BertConfig fields (e.g. `vocab_size`) for the backbone."""
-        backbone = dict(vocab_size=8000, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
-                        intermediate_size=1024, max_position_embeddings=128)
-        fields = dict(predictor_hidden_size=128, predictor_num_layers=2, predictor_num_heads=4,
-                      projector_hidden_size=512, projector_output_size=512, byol_predictor_hidden_size=256,
-                      ema_momentum=0.99, mask_token_id=4)
+        backbone = dict(
+            vocab_size=8000,
+            hidden_size=256,
+            num_hidden_layers=4,
+            num_attention_heads=4,
+            intermediate_size=1024,
+            max_position_embeddings=128,
+        )
+        fields = dict(
+            predictor_hidden_size=128,
+            predictor_num_layers=2,
+            predictor_num_heads=4,
+            projector_hidden_size=512,
+            projector_output_size=512,
+            byol_predictor_hidden_size=256,
+            ema_momentum=0.99,
+            mask_token_id=4,
+        )
         return preset_config(cls, BertConfig, BertConfig, backbone, fields, overrides)
 
     @classmethod

@@ -129,8 +129,12 @@ class TJepaProjector(nn.Module):
     def __init__(self, in_size: int, hidden: int, out: int):
         super().__init__()
         self.layers = nn.Sequential(
-            nn.Linear(in_size, hidden), nn.BatchNorm1d(hidden), nn.ReLU(inplace=True),
-            nn.Linear(hidden, hidden), nn.BatchNorm1d(hidden), nn.ReLU(inplace=True),
+            nn.Linear(in_size, hidden),
+            nn.BatchNorm1d(hidden),
+            nn.ReLU(inplace=True),
+            nn.Linear(hidden, hidden),
+            nn.BatchNorm1d(hidden),
+            nn.ReLU(inplace=True),
             nn.Linear(hidden, out),
         )
 
@@ -144,8 +148,9 @@ class TJepaMlmHead(nn.Module):
     def __init__(self, config: TJepaConfig):
         super().__init__()
         hidden = config.hidden_size
-        self.transform = nn.Sequential(nn.Linear(hidden, hidden), nn.GELU(),
-                                       nn.LayerNorm(hidden, eps=config.backbone_config.layer_norm_eps))
+        self.transform = nn.Sequential(
+            nn.Linear(hidden, hidden), nn.GELU(), nn.LayerNorm(hidden, eps=config.backbone_config.layer_norm_eps)
+        )
         self.decoder = nn.Linear(hidden, config.backbone_config.vocab_size)
 
     def forward(self, hidden):
@@ -253,19 +258,26 @@ class TJepaModel(TJepaPreTrainedModel):
         elif config.objective == "mlm":
             self.mlm_head = TJepaMlmHead(config)
         else:
-            self.projector = TJepaProjector(config.hidden_size, config.projector_hidden_size, config.projector_output_size)
+            self.projector = TJepaProjector(
+                config.hidden_size, config.projector_hidden_size, config.projector_output_size
+            )
             if config.objective == "byol":
                 size = config.projector_output_size
                 self.byol_predictor = nn.Sequential(
-                    nn.Linear(size, config.byol_predictor_hidden_size), nn.BatchNorm1d(config.byol_predictor_hidden_size),
-                    nn.ReLU(inplace=True), nn.Linear(config.byol_predictor_hidden_size, size),
+                    nn.Linear(size, config.byol_predictor_hidden_size),
+                    nn.BatchNorm1d(config.byol_predictor_hidden_size),
+                    nn.ReLU(inplace=True),
+                    nn.Linear(config.byol_predictor_hidden_size, size),
                 )
         if config.uses_target_encoder:
             self.target_encoder = copy.deepcopy(self.context_encoder)
         if config.objective == "byol":
             self.target_projector = copy.deepcopy(self.projector)
         self.post_init()
-        if self.target_encoder is not None and self.context_encoder.embeddings.word_embeddings.weight.device.type != "meta":
+        if (
+            self.target_encoder is not None
+            and self.context_encoder.embeddings.word_embeddings.weight.device.type != "meta"
+        ):
             self.copy_online_to_targets()
         self.freeze_targets()
 
@@ -311,8 +323,10 @@ class TJepaModel(TJepaPreTrainedModel):
         output_loading_info = kwargs.pop("output_loading_info", False)
         model, loading_info = super().from_pretrained(*args, output_loading_info=True, **kwargs)
         model.freeze_targets()
-        problems = {k: sorted(str(x) for x in (loading_info.get(k) or ()))
-                    for k in ("missing_keys", "unexpected_keys", "mismatched_keys")}
+        problems = {
+            k: sorted(str(x) for x in (loading_info.get(k) or ()))
+            for k in ("missing_keys", "unexpected_keys", "mismatched_keys")
+        }
         if strict and any(problems.values()):
             raise ValueError(
                 f"{cls.__name__}.from_pretrained: the checkpoint does not match the config (missing keys: "
@@ -340,7 +354,9 @@ class TJepaModel(TJepaPreTrainedModel):
 
     def _check_inputs(self, input_ids, attention_mask):
         if not isinstance(input_ids, torch.Tensor) or input_ids.ndim != 2 or input_ids.is_floating_point():
-            raise ValueError(f"input_ids must be an integer tensor (batch, length), got {getattr(input_ids, 'shape', input_ids)}")
+            raise ValueError(
+                f"input_ids must be an integer tensor (batch, length), got {getattr(input_ids, 'shape', input_ids)}"
+            )
         if input_ids.shape[1] == 0:
             raise ValueError("input_ids is empty: every text must have at least one token")
         limit = self.config.backbone_config.max_position_embeddings
@@ -358,7 +374,9 @@ class TJepaModel(TJepaPreTrainedModel):
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         if attention_mask.shape != input_ids.shape:
-            raise ValueError(f"attention_mask must have shape {tuple(input_ids.shape)}, got {tuple(attention_mask.shape)}")
+            raise ValueError(
+                f"attention_mask must have shape {tuple(input_ids.shape)}, got {tuple(attention_mask.shape)}"
+            )
         return attention_mask
 
     def _check_target_mask(self, target_mask, attention_mask, name="target_mask"):
@@ -385,7 +403,9 @@ class TJepaModel(TJepaPreTrainedModel):
     def encode(self, input_ids, attention_mask=None, use_target_encoder=False) -> torch.Tensor:
         """`(B, L, hidden)` last-layer states of the context encoder, or of the EMA target encoder."""
         attention_mask = self._check_inputs(input_ids, attention_mask)
-        encoder = self.target_encoder if use_target_encoder and self.target_encoder is not None else self.context_encoder
+        encoder = (
+            self.target_encoder if use_target_encoder and self.target_encoder is not None else self.context_encoder
+        )
         with torch.set_grad_enabled(torch.is_grad_enabled() and encoder is self.context_encoder):
             return encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
 
@@ -415,16 +435,28 @@ class TJepaModel(TJepaPreTrainedModel):
         else:
             loss = F.smooth_l1_loss(predictions.float(), targets.float())
         pooled = mean_pool(context, context_attention)
-        return dict(loss=loss, prediction_loss=loss, predictions=predictions, targets=targets,
-                    last_hidden_state=context, pooled_embeddings=pooled)
+        return dict(
+            loss=loss,
+            prediction_loss=loss,
+            predictions=predictions,
+            targets=targets,
+            last_hidden_state=context,
+            pooled_embeddings=pooled,
+        )
 
     def _mlm(self, input_ids, attention_mask, target_mask):
-        hidden = self.context_encoder(input_ids=self._masked_input(input_ids, target_mask),
-                                      attention_mask=attention_mask).last_hidden_state
+        hidden = self.context_encoder(
+            input_ids=self._masked_input(input_ids, target_mask), attention_mask=attention_mask
+        ).last_hidden_state
         logits = self.mlm_head(hidden[target_mask])
         loss = F.cross_entropy(logits.float(), input_ids[target_mask])
-        return dict(loss=loss, prediction_loss=loss, logits=logits, last_hidden_state=hidden,
-                    pooled_embeddings=mean_pool(hidden, attention_mask))
+        return dict(
+            loss=loss,
+            prediction_loss=loss,
+            logits=logits,
+            last_hidden_state=hidden,
+            pooled_embeddings=mean_pool(hidden, attention_mask),
+        )
 
     def _joint_embedding(self, input_ids, attention_mask, target_mask, second_target_mask):
         config = self.config
@@ -437,8 +469,15 @@ class TJepaModel(TJepaPreTrainedModel):
             hidden2 = self.context_encoder(input_ids=view2, attention_mask=attention_mask).last_hidden_state
             online = [self.byol_predictor(z1), self.byol_predictor(self.projector(mean_pool(hidden2, attention_mask)))]
             with torch.no_grad(), _batch_statistics(self.target_projector):
-                targets = [self.target_projector(mean_pool(self.target_encoder(input_ids=v, attention_mask=attention_mask)
-                                                           .last_hidden_state, attention_mask)) for v in (view2, view1)]
+                targets = [
+                    self.target_projector(
+                        mean_pool(
+                            self.target_encoder(input_ids=v, attention_mask=attention_mask).last_hidden_state,
+                            attention_mask,
+                        )
+                    )
+                    for v in (view2, view1)
+                ]
             loss = byol_loss(online[0].float(), targets[0].float()) + byol_loss(online[1].float(), targets[1].float())
             z2 = targets[0]
         else:
@@ -447,14 +486,21 @@ class TJepaModel(TJepaPreTrainedModel):
             a, b = z1.float(), z2.float()
             if config.objective == "vicreg":
                 invariance, variance, covariance = config.vicreg_weights
-                parts = dict(prediction_loss=F.mse_loss(a, b),
-                             variance_loss=(vicreg_variance_loss(a) + vicreg_variance_loss(b)) / 2,
-                             covariance_loss=vicreg_covariance_loss(a) + vicreg_covariance_loss(b))
-                loss = (invariance * parts["prediction_loss"] + variance * parts["variance_loss"]
-                        + covariance * parts["covariance_loss"])
+                parts = dict(
+                    prediction_loss=F.mse_loss(a, b),
+                    variance_loss=(vicreg_variance_loss(a) + vicreg_variance_loss(b)) / 2,
+                    covariance_loss=vicreg_covariance_loss(a) + vicreg_covariance_loss(b),
+                )
+                loss = (
+                    invariance * parts["prediction_loss"]
+                    + variance * parts["variance_loss"]
+                    + covariance * parts["covariance_loss"]
+                )
             else:
                 loss = barlow_twins_loss(a, b, config.barlow_twins_lambda)
-        return dict(loss=loss, predictions=z1, targets=z2, last_hidden_state=hidden1, pooled_embeddings=pooled1, **parts)
+        return dict(
+            loss=loss, predictions=z1, targets=z2, last_hidden_state=hidden1, pooled_embeddings=pooled1, **parts
+        )
 
     def forward(
         self,

@@ -7,7 +7,6 @@ import datasets
 import evaluate
 import numpy as np
 
-
 _DESCRIPTION = """
 Accuracy of predicted target digits for modular arithmetic y = (x + k) mod modulus. Inputs: `predictions` (predicted
 y), `references` (the source digits x) and `operations` (k). Returns overall accuracy, accuracy on the seen ops
