@@ -86,32 +86,4 @@ if not _started_as_cli():
     register_auto_classes()
 
 
-__all__ = [
-    "BroJepaConfig",
-    "CoconutConfig",
-    "CoconutLM",
-    "CoupledTransformerConfig",
-    "CoupledTransformerLM",
-    "DualTalkerConfig",
-    "DualTalkerModel",
-    "JepaReasonerConfig",
-    "JepaReasonerModel",
-    "JepaReasonerWithTalker",
-    "JepaReasonerWithTalkerConfig",
-    "MonoTalkerConfig",
-    "MonoTalkerModel",
-    "BroJepaImageProcessor",
-    "BroJepaModel",
-    "BroJepaOutput",
-    "EpmJepaConfig",
-    "EpmJepaModel",
-    "EpmJepaOutput",
-    "IJepaConfig",
-    "IJepaModel",
-    "IJepaOutput",
-    "TJepaConfig",
-    "TJepaModel",
-    "TJepaOutput",
-    "__version__",
-    "register_auto_classes",
-]
+__all__ = [*sorted(_MODULE_OF), "__version__", "register_auto_classes"]
