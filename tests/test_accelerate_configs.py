@@ -11,7 +11,6 @@ import pytest
 from accelerate.commands.config.config_args import load_config_from_file
 from accelerate.utils import DistributedType
 
-
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "accelerate"
 EXPECTED = {  # file -> (distributed type, processes, machines)
     "cpu_2proc.yaml": (DistributedType.MULTI_GPU, 2, 1),
@@ -43,9 +42,24 @@ def test_cpu_config_trains_on_two_cooperating_processes(tmp_path):
     if not accelerate.exists():
         pytest.skip(f"the accelerate launcher is not installed beside {sys.executable}")
     env = {**os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
-    command = [str(accelerate), "launch", "--config_file", str(CONFIGS / "cpu_2proc.yaml"), "-m", "hf_jepa.cli",
-               "train", "bro-jepa", "--set", "preset=tiny", "max_steps=2", "data=embedded", "plot=false",
-               "disable_progress_bar=true", "--output-dir", str(tmp_path / "run")]
+    command = [
+        str(accelerate),
+        "launch",
+        "--config_file",
+        str(CONFIGS / "cpu_2proc.yaml"),
+        "-m",
+        "hf_jepa.cli",
+        "train",
+        "bro-jepa",
+        "--set",
+        "preset=tiny",
+        "max_steps=2",
+        "data=embedded",
+        "plot=false",
+        "disable_progress_bar=true",
+        "--output-dir",
+        str(tmp_path / "run"),
+    ]
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     metrics = json.loads((tmp_path / "run" / "eval_results.json").read_text())
