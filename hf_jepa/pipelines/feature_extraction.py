@@ -106,7 +106,7 @@ class JepaFeatureExtractionPipeline(JepaPipeline):
         if use_target_encoder is not None:
             forward_params["use_target_encoder"] = self._check_flag(use_target_encoder, "use_target_encoder")
         if return_tensors is not None:
-            postprocess_params["return_tensors"] = bool(return_tensors)
+            postprocess_params["return_tensors"] = self._check_flag(return_tensors, "return_tensors")
         return preprocess_params, forward_params, postprocess_params
 
     @staticmethod
@@ -133,6 +133,8 @@ class JepaFeatureExtractionPipeline(JepaPipeline):
                 raise ValueError("inputs: got an empty list")
             inputs = [_Encoded(self._prepare(item, f"inputs[{i}]", truncation)) for i, item in enumerate(inputs)]
         elif not self.is_text and is_array(inputs) and inputs.ndim == 4:
+            if len(inputs) == 0:
+                raise ValueError(f"inputs: got an empty batch of images (shape {tuple(inputs.shape)})")
             inputs = [_Encoded(self._prepare(image, f"inputs[{i}]", truncation)) for i, image in enumerate(inputs)]
         elif isinstance(inputs, str) or is_array(inputs) or is_pil_image(inputs):
             inputs = _Encoded(self._prepare(inputs, "inputs", truncation))
@@ -243,7 +245,10 @@ class JepaFeatureExtractionPipeline(JepaPipeline):
                 raise ValueError(f"{where}: integer images must hold pixels in 0..255")
             return tensor.to(torch.float32) / 255.0
         tensor = tensor.to(torch.float32)
-        if tensor.numel() and (not torch.isfinite(tensor).all() or tensor.min() < 0 or tensor.max() > 1):
+        if tensor.numel() and not torch.isfinite(tensor).all():
+            count = int((~torch.isfinite(tensor)).sum())
+            raise ValueError(f"{where}: the image holds {count} NaN or inf value(s); pixels must be finite, in [0, 1]")
+        if tensor.numel() and (tensor.min() < 0 or tensor.max() > 1):
             raise ValueError(f"{where}: floating-point images must hold pixels in [0, 1] (use uint8 for 0..255)")
         return tensor
 

@@ -102,11 +102,16 @@ class LatentWorldModelPipeline(JepaPipeline):
     def _has_buffer(self) -> bool:
         return getattr(self.model, "experience_buffer", None) is not None
 
+    @staticmethod
+    def _check_flag(value, name: str) -> bool:
+        if isinstance(value, np.bool_):
+            value = bool(value)
+        if not isinstance(value, bool):
+            raise TypeError(f"{name} must be True or False, got {value!r}")
+        return value
+
     def _check_warm(self, warm_experience) -> bool:
-        if isinstance(warm_experience, (np.bool_,)):
-            warm_experience = bool(warm_experience)
-        if not isinstance(warm_experience, bool):
-            raise TypeError(f"warm_experience must be True or False, got {warm_experience!r}")
+        warm_experience = self._check_flag(warm_experience, "warm_experience")
         if warm_experience and not self._has_buffer():
             track = getattr(self.model.config, "track", None)
             raise ValueError(
@@ -122,7 +127,7 @@ class LatentWorldModelPipeline(JepaPipeline):
             preprocess_params["warm_experience"] = warm_experience
             forward_params["warm_experience"] = warm_experience
         if return_tensors is not None:
-            postprocess_params["return_tensors"] = bool(return_tensors)
+            postprocess_params["return_tensors"] = self._check_flag(return_tensors, "return_tensors")
         return preprocess_params, forward_params, postprocess_params
 
     def __call__(self, inputs=None, **kwargs):
@@ -142,6 +147,8 @@ class LatentWorldModelPipeline(JepaPipeline):
         warm = self._check_warm(warm) if warm is not None else self._preprocess_params.get("warm_experience", False)
         # Validate and convert every sequence before anything runs (and before any buffer write).
         if is_array(inputs) and inputs.ndim == 5:
+            if len(inputs) == 0:
+                raise ValueError(f"inputs: got an empty batch of sequences (shape {tuple(inputs.shape)})")
             sequences = [self._to_pixel_values(s, index=i, warm_experience=warm) for i, s in enumerate(inputs)]
         elif isinstance(inputs, (list, tuple)):
             if len(inputs) == 0:
@@ -235,7 +242,13 @@ class LatentWorldModelPipeline(JepaPipeline):
                 raise ValueError(f"{where}: integer frames must hold pixels in 0..255")
             return tensor.to(torch.float32) / 255.0
         tensor = tensor.to(torch.float32)
-        if tensor.numel() and (not torch.isfinite(tensor).all() or tensor.min() < 0 or tensor.max() > 1):
+        if tensor.numel() and not torch.isfinite(tensor).all():
+            count = int((~torch.isfinite(tensor)).sum())
+            raise ValueError(
+                f"{where}: the frames hold {count} NaN or inf value(s); pixels must be finite, in [0, 1] (nothing was "
+                "run and the experience buffer is unchanged)"
+            )
+        if tensor.numel() and (tensor.min() < 0 or tensor.max() > 1):
             raise ValueError(f"{where}: floating-point frames must hold pixels in [0, 1] (use uint8 for 0..255 pixels)")
         return tensor
 

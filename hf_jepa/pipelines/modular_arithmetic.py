@@ -106,10 +106,18 @@ class ModularArithmeticPipeline(JepaPipeline):
         if operation is not None:
             preprocess_params["operation"] = operation
         if rollout is not None:
-            forward_params["rollout"] = bool(rollout)
+            forward_params["rollout"] = self._check_flag(rollout, "rollout")
         if return_tensors is not None:
-            postprocess_params["return_tensors"] = bool(return_tensors)
+            postprocess_params["return_tensors"] = self._check_flag(return_tensors, "return_tensors")
         return preprocess_params, forward_params, postprocess_params
+
+    @staticmethod
+    def _check_flag(value, name: str) -> bool:
+        if isinstance(value, np.bool_):
+            value = bool(value)
+        if not isinstance(value, bool):
+            raise TypeError(f"{name} must be True or False, got {value!r}")
+        return value
 
     @property
     def modulus(self) -> int:
@@ -152,7 +160,11 @@ class ModularArithmeticPipeline(JepaPipeline):
             raise ValueError("pass the image(s) as the first argument")
         self._check_ready()
         if _is_batch_array(inputs):
+            if len(inputs) == 0:
+                raise ValueError(f"inputs: got an empty batch of images (shape {tuple(inputs.shape)})")
             inputs = list(inputs)
+        elif isinstance(inputs, (list, tuple)) and len(inputs) == 0:
+            raise ValueError("inputs: got an empty list of images")
         if _is_sequence(operation):
             operations = operation.tolist() if isinstance(operation, (np.ndarray, torch.Tensor)) else list(operation)
             if not isinstance(inputs, (list, tuple)):
@@ -192,7 +204,7 @@ class ModularArithmeticPipeline(JepaPipeline):
             image = image.float().numpy() if image.dtype == torch.bfloat16 else image.numpy()
         if not isinstance(image, np.ndarray):
             raise TypeError(
-                "images must be PIL images, numpy arrays, torch tensors, file paths or dicts "
+                "inputs: images must be PIL images, numpy arrays, torch tensors, file paths or dicts "
                 f"{{'image': ..., 'operation': k}}, got {type(image).__name__}"
             )
         array = image
@@ -202,24 +214,33 @@ class ModularArithmeticPipeline(JepaPipeline):
             array = array[:, :, None]
         if array.ndim != 3 or array.shape[-1] not in (1, 3):
             raise ValueError(
-                f"an image array must have shape (H, W), (H, W, 1), (1, H, W) or 3-channel colour, "
+                f"inputs: an image array must have shape (H, W), (H, W, 1), (1, H, W) or 3-channel colour, "
                 f"got {tuple(image.shape)}"
             )
+        if array.shape[0] == 0 or array.shape[1] == 0:
+            raise ValueError(f"inputs: the image is empty (shape {tuple(image.shape)})")
         if array.dtype == np.bool_:
-            raise ValueError("boolean image arrays are ambiguous: pass uint8 pixels (0..255) or floats in [0, 1]")
+            raise ValueError(
+                "inputs: boolean image arrays are ambiguous: pass uint8 pixels (0..255) or floats in [0, 1]"
+            )
         if np.issubdtype(array.dtype, np.integer):
             if array.size and (array.min() < 0 or array.max() > 255):
-                raise ValueError("integer image arrays must hold pixels in 0..255")
+                raise ValueError("inputs: integer image arrays must hold pixels in 0..255")
             array, do_rescale = array.astype(np.uint8), True
         elif np.issubdtype(array.dtype, np.floating):
-            if array.size and (not np.isfinite(array).all() or array.min() < 0 or array.max() > 1):
+            if not np.isfinite(array).all():
+                count = int((~np.isfinite(array)).sum())
                 raise ValueError(
-                    "floating-point image arrays must hold pixels in [0, 1] (use uint8 for 0..255); already "
+                    f"inputs: the image holds {count} NaN or inf value(s); pixels must be finite, in [0, 1]"
+                )
+            if array.size and (array.min() < 0 or array.max() > 1):
+                raise ValueError(
+                    "inputs: floating-point image arrays must hold pixels in [0, 1] (use uint8 for 0..255); already "
                     "normalised pixel_values should go to the model directly, not through the pipeline"
                 )
             array, do_rescale = array.astype(np.float32), False
         else:
-            raise ValueError(f"unsupported image dtype {array.dtype}")
+            raise ValueError(f"inputs: unsupported image dtype {array.dtype}")
         if array.shape[-1] == 3:  # ITU-R 601 luma, as PIL's convert("L")
             grey = array.astype(np.float32) @ np.array([0.299, 0.587, 0.114], dtype=np.float32)
             array = (np.round(grey).astype(np.uint8) if do_rescale else grey)[:, :, None]

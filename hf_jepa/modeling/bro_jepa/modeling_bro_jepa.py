@@ -202,6 +202,21 @@ class BroJepaAdditivePredictor(nn.Module):
 PREDICTOR_CLASSES = {"block_rotation": BroJepaBlockRotationPredictor, "additive_mlp": BroJepaAdditivePredictor}
 
 
+def _finite_pixels(pixel_values: torch.Tensor, name: str, dtype: torch.dtype) -> torch.Tensor:
+    """`pixel_values` (any floating dtype) cast to the model's parameter dtype `dtype`, as transformers' vision models
+    cast their input; raises `ValueError` naming `name` when a value is NaN or infinite after the cast (the model
+    would silently return NaN). One reduction over the input; the count is only computed on the error path."""
+    cast = pixel_values.to(dtype)
+    if not bool(torch.isfinite(cast).all()):
+        count = int((~torch.isfinite(cast)).sum())
+        where = "" if cast.dtype == pixel_values.dtype else f" after the cast from {pixel_values.dtype} to {dtype}"
+        raise ValueError(
+            f"{name} holds {count} non-finite value(s) (NaN or inf){where}: every pixel must be a finite number; "
+            "clean or drop those inputs"
+        )
+    return cast
+
+
 # -------------------------------------------------------------------------------------------------------- loss terms
 
 
@@ -365,7 +380,10 @@ class BroJepaModel(BroJepaPreTrainedModel):
 
     # ------------------------------------------------------------------ input checks
 
-    def _check_pixel_values(self, pixel_values, name):
+    def _check_pixel_values(self, pixel_values, name) -> torch.Tensor:
+        """Checked `pixel_values`: a non-empty floating tensor `(batch, C, H, W)` of finite values, cast to the
+        model's dtype (float64 / float16 / bfloat16 input is accepted); integer images raise `TypeError` (use the
+        image processor)."""
         config = self.config
         expected = (config.num_channels, config.image_size, config.image_size)
         if not isinstance(pixel_values, torch.Tensor):
@@ -379,6 +397,9 @@ class BroJepaModel(BroJepaPreTrainedModel):
             raise ValueError(
                 f"{name} must have shape (batch, {', '.join(map(str, expected))}), got {tuple(pixel_values.shape)}"
             )
+        if pixel_values.shape[0] == 0:
+            raise ValueError(f"{name} is empty (batch size 0): pass at least one image")
+        return _finite_pixels(pixel_values, name, self.context_encoder.backbone.projection.weight.dtype)
 
     def _check_operations(self, operations, batch_size) -> torch.Tensor:
         modulus = self.config.modulus
@@ -402,7 +423,7 @@ class BroJepaModel(BroJepaPreTrainedModel):
 
     def encode(self, pixel_values: torch.Tensor, use_target_encoder: bool = False) -> torch.Tensor:
         """Latents of images; `use_target_encoder=True` for the EMA target encoder (the space prototypes live in)."""
-        self._check_pixel_values(pixel_values, "pixel_values")
+        pixel_values = self._check_pixel_values(pixel_values, "pixel_values")
         if use_target_encoder and self.target_encoder is not None:
             return self._target_latent(pixel_values)
         return self.context_encoder(pixel_values)
@@ -500,7 +521,8 @@ class BroJepaModel(BroJepaPreTrainedModel):
     ) -> BroJepaOutput | tuple:
         r"""
         pixel_values (`torch.FloatTensor` of shape `(batch, num_channels, image_size, image_size)`):
-            Normalised images of the operands `x`.
+            Normalised images of the operands `x`. Any floating dtype is accepted and cast to the model's dtype; NaN
+            or inf values and an empty batch raise `ValueError`, integer images `TypeError` (use the image processor).
         operations (`torch.LongTensor` of shape `(batch,)` or `int`):
             Operation `k` per sample, in `[-(modulus - 1), modulus - 1]`.
         target_pixel_values (`torch.FloatTensor`, *optional*):
@@ -518,7 +540,7 @@ class BroJepaModel(BroJepaPreTrainedModel):
         target_latent = loss = None
         parts = {}
         if config.objective == "jepa" and target_pixel_values is not None:
-            self._check_pixel_values(target_pixel_values, "target_pixel_values")
+            target_pixel_values = self._check_pixel_values(target_pixel_values, "target_pixel_values")
             if target_pixel_values.shape[0] != pixel_values.shape[0]:
                 raise ValueError("target_pixel_values must have the same batch size as pixel_values")
             target_latent = self._target_latent(target_pixel_values)

@@ -156,8 +156,12 @@ class EpmJepaSurprisalGate(nn.Module):
 
     @torch.no_grad()
     def observe(self, surprisal: torch.Tensor) -> bool:
-        """Decide on one batch-mean surprisal, then fold it into the running statistics. Returns whether it fired."""
+        """Decide on one batch-mean surprisal, then fold it into the running statistics. Returns whether it fired.
+        A non-finite surprisal (NaN or inf) is ignored: it never fires and leaves the statistics unchanged, so they
+        stay finite (and so does the checkpoint that stores them)."""
         surprisal = surprisal.detach().float()
+        if not bool(torch.isfinite(surprisal)):
+            return False
         fired = bool(self.num_updates >= self.warmup_updates) and bool(surprisal > self.threshold())
         if self.num_updates == 0:
             self.running_mean.copy_(surprisal)
@@ -185,13 +189,20 @@ class EpmJepaExperienceBuffer(nn.Module):
         return min(int(self.num_writes), self.capacity)
 
     @torch.no_grad()
-    def write(self, entries: torch.Tensor) -> None:
+    def write(self, entries: torch.Tensor) -> int:
+        """Append `(n, entry_dim)` entries (the newest `capacity` are kept). Rows holding a NaN or inf are skipped, so
+        the buffer never stores a non-finite entry. Returns the number of rows written."""
         if entries.ndim != 2 or entries.shape[1] != self.entries.shape[1]:
             raise ValueError(f"entries must have shape (n, {self.entries.shape[1]}), got {tuple(entries.shape)}")
+        finite = torch.isfinite(entries).all(dim=1)
+        if not bool(finite.all()):
+            entries = entries[finite]
+        written = entries.shape[0]
         entries = entries[-self.capacity :]
         slots = (int(self.num_writes) + torch.arange(entries.shape[0], device=self.entries.device)) % self.capacity
         self.entries[slots] = entries.to(self.entries.dtype)
         self.num_writes += entries.shape[0]
+        return written
 
     def valid_entries(self) -> torch.Tensor:
         return self.entries[: self.occupancy]
@@ -354,6 +365,22 @@ def vicreg_covariance_loss(latent: torch.Tensor) -> torch.Tensor:
     covariance = centered.T @ centered / (batch - 1)
     off_diagonal = covariance - torch.diag(torch.diagonal(covariance))
     return off_diagonal.pow(2).sum() / dim
+
+
+# Copied from hf_jepa.modeling.bro_jepa.modeling_bro_jepa._finite_pixels
+def _finite_pixels(pixel_values: torch.Tensor, name: str, dtype: torch.dtype) -> torch.Tensor:
+    """`pixel_values` (any floating dtype) cast to the model's parameter dtype `dtype`, as transformers' vision models
+    cast their input; raises `ValueError` naming `name` when a value is NaN or infinite after the cast (the model
+    would silently return NaN). One reduction over the input; the count is only computed on the error path."""
+    cast = pixel_values.to(dtype)
+    if not bool(torch.isfinite(cast).all()):
+        count = int((~torch.isfinite(cast)).sum())
+        where = "" if cast.dtype == pixel_values.dtype else f" after the cast from {pixel_values.dtype} to {dtype}"
+        raise ValueError(
+            f"{name} holds {count} non-finite value(s) (NaN or inf){where}: every pixel must be a finite number; "
+            "clean or drop those inputs"
+        )
+    return cast
 
 
 def embedding_spread(latents: torch.Tensor) -> torch.Tensor:
@@ -634,7 +661,9 @@ class EpmJepaModel(EpmJepaPreTrainedModel):
 
     # ------------------------------------------------------------------ input checks
 
-    def _check_frames(self, pixel_values, min_frames: int, purpose: str):
+    def _check_frames(self, pixel_values, min_frames: int, purpose: str) -> torch.Tensor:
+        """Checked frames: a floating tensor `(batch >= 1, frames >= min_frames, C, H, W)` of finite values, cast to
+        the model's dtype (float64 / float16 / bfloat16 input is accepted). Raises before any state changes."""
         config = self.config
         expected = (config.num_channels, config.image_size, config.image_size)
         shape_text = f"(batch, frames, {', '.join(map(str, expected))})"
@@ -647,12 +676,18 @@ class EpmJepaModel(EpmJepaPreTrainedModel):
                 f"pixel_values holds {pixel_values.shape[1]} frames per sequence; {purpose} needs at least {min_frames} "
                 f"(context_length={config.context_length})"
             )
+        if pixel_values.shape[0] == 0:
+            raise ValueError(f"pixel_values is empty (batch size 0): {purpose} needs at least one sequence")
+        return _finite_pixels(pixel_values, "pixel_values", self.context_encoder.projection.weight.dtype)
 
     # ------------------------------------------------------------------ building blocks
 
     def encode(self, pixel_values: torch.Tensor, use_target_encoder: bool = False) -> torch.Tensor:
         """`(B, T, C, H, W)` frames -> `(B, T, latent_dim)` latents (context or EMA target encoder)."""
-        self._check_frames(pixel_values, 1, "encoding")
+        return self._encode(self._check_frames(pixel_values, 1, "encoding"), use_target_encoder)
+
+    def _encode(self, pixel_values: torch.Tensor, use_target_encoder: bool = False) -> torch.Tensor:
+        """`encode` on frames already checked by `_check_frames`."""
         batch, frames = pixel_values.shape[:2]
         encoder = self.target_encoder if use_target_encoder else self.context_encoder
         with torch.set_grad_enabled(torch.is_grad_enabled() and not use_target_encoder):
@@ -752,15 +787,18 @@ class EpmJepaModel(EpmJepaPreTrainedModel):
     def warm_experience(self, pixel_values: torch.Tensor, gated: bool = False) -> int:
         """Fill the buffer from sequences before predicting: every transition of `pixel_values` `(B, T, C, H, W)`
         (`gated=False`) or those whose surprisal exceeds the gate's threshold (`gated=True`; the gate's statistics
-        stay unchanged). Returns the number of entries written (the newest `buffer_capacity` are kept)."""
+        stay unchanged). Returns the number of entries written (the newest `buffer_capacity` are kept).
+
+        Frames holding a NaN or inf raise `ValueError` before anything is written (the buffer is unchanged); float64
+        / float16 frames are cast to the model's dtype."""
         if self.experience_buffer is None:
             raise ValueError(f"track {self.config.track!r} has no experience buffer (use track 'ei' or 'epm')")
-        self._check_frames(pixel_values, self.config.context_length + 1, "warming the experience buffer")
+        pixel_values = self._check_frames(pixel_values, self.config.context_length + 1, "warming the experience buffer")
         was_training = self.training
         self.eval()
         try:
-            targets = self.encode(pixel_values, use_target_encoder=True)
-            windows = self.context_windows(self.encode(pixel_values))
+            targets = self._encode(pixel_values, use_target_encoder=True)
+            windows = self.context_windows(self._encode(pixel_values))
             predicted, _, _ = self._predict_windows(windows)
             k = self.config.context_length
             current, following = targets[:, k - 1 : -1], targets[:, k:]
@@ -768,8 +806,7 @@ class EpmJepaModel(EpmJepaPreTrainedModel):
             if gated:
                 surprisal = (predicted.float() - following.float()).pow(2).mean(-1).flatten()
                 entries = entries[surprisal > self.surprisal_gate.threshold()]
-            self.experience_buffer.write(entries)
-            return entries.shape[0]
+            return self.experience_buffer.write(entries)
         finally:
             self.train(was_training)
 
@@ -782,8 +819,8 @@ class EpmJepaModel(EpmJepaPreTrainedModel):
     def predict_next_latent(self, pixel_values: torch.Tensor) -> torch.Tensor:
         """`(B, T, C, H, W)` with `T >= context_length` -> `(B, latent_dim)` predicted latent of frame `T`, reading
         (not writing) the experience buffer."""
-        self._check_frames(pixel_values, self.config.context_length, "predicting the next latent")
-        latents = self.encode(pixel_values[:, -self.config.context_length :])
+        pixel_values = self._check_frames(pixel_values, self.config.context_length, "predicting the next latent")
+        latents = self._encode(pixel_values[:, -self.config.context_length :])
         predicted, _, _ = self._predict_windows(self.context_windows(latents, include_last=True)[:, -1:])
         return predicted[:, 0]
 
@@ -799,18 +836,20 @@ class EpmJepaModel(EpmJepaPreTrainedModel):
         r"""
         pixel_values (`torch.FloatTensor` of shape `(batch, frames, num_channels, image_size, image_size)`):
             Frame sequences with values in [0, 1]; at least `context_length + 1` frames. Every frame after the first
-            `context_length` is predicted from the ones before it and scored against the EMA target encoder.
+            `context_length` is predicted from the ones before it and scored against the EMA target encoder. Any
+            floating dtype is accepted and cast to the model's dtype; NaN or inf values, integer frames and an empty
+            batch raise (`ValueError` / `TypeError`) before the gate or the buffer changes.
         update_experience (`bool`, *optional*):
             Feed this batch to the surprisal gate (and, on an event, to the buffer). Defaults to `self.training`.
         """
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         config = self.config
-        self._check_frames(pixel_values, config.context_length + 1, "scoring a prediction")
+        pixel_values = self._check_frames(pixel_values, config.context_length + 1, "scoring a prediction")
         update_experience = self.training if update_experience is None else update_experience
         k = config.context_length
 
-        context_latents = self.encode(pixel_values)
-        target_all = self.encode(pixel_values, use_target_encoder=True)
+        context_latents = self._encode(pixel_values)
+        target_all = self._encode(pixel_values, use_target_encoder=True)
         target_latents = target_all[:, k:]
         predicted, experience, modulation_norm = self._predict_windows(self.context_windows(context_latents))
         surprisal = (predicted.detach().float() - target_latents.float()).pow(2).mean(-1)

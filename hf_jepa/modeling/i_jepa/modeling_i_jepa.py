@@ -92,6 +92,22 @@ def gather_patches(hidden: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
     return gathered.reshape(*indices.shape, dim)
 
 
+# Copied from hf_jepa.modeling.bro_jepa.modeling_bro_jepa._finite_pixels
+def _finite_pixels(pixel_values: torch.Tensor, name: str, dtype: torch.dtype) -> torch.Tensor:
+    """`pixel_values` (any floating dtype) cast to the model's parameter dtype `dtype`, as transformers' vision models
+    cast their input; raises `ValueError` naming `name` when a value is NaN or infinite after the cast (the model
+    would silently return NaN). One reduction over the input; the count is only computed on the error path."""
+    cast = pixel_values.to(dtype)
+    if not bool(torch.isfinite(cast).all()):
+        count = int((~torch.isfinite(cast)).sum())
+        where = "" if cast.dtype == pixel_values.dtype else f" after the cast from {pixel_values.dtype} to {dtype}"
+        raise ValueError(
+            f"{name} holds {count} non-finite value(s) (NaN or inf){where}: every pixel must be a finite number; "
+            "clean or drop those inputs"
+        )
+    return cast
+
+
 # --------------------------------------------------------------------------------------------------------- encoder
 
 
@@ -310,7 +326,9 @@ class IJepaModel(IJepaPreTrainedModel):
 
     # ------------------------------------------------------------------ input checks
 
-    def _check_pixel_values(self, pixel_values):
+    def _check_pixel_values(self, pixel_values) -> torch.Tensor:
+        """Checked `pixel_values`: a non-empty floating tensor `(batch, C, H, W)` of finite values, cast to the
+        model's dtype (float64 / float16 / bfloat16 input is accepted)."""
         config = self.config
         expected = (config.num_channels, config.image_size, config.image_size)
         if (
@@ -328,6 +346,9 @@ class IJepaModel(IJepaPreTrainedModel):
             )
         if pixel_values.shape[0] == 0:
             raise ValueError("pixel_values is empty: the batch needs at least one image")
+        return _finite_pixels(
+            pixel_values, "pixel_values", self.context_encoder.patch_embeddings.projection.weight.dtype
+        )
 
     def _check_indices(self, indices, name, ndim, batch):
         num_patches = self.config.num_patches
@@ -357,7 +378,7 @@ class IJepaModel(IJepaPreTrainedModel):
         return indices.long()
 
     def _check_inputs(self, pixel_values, context_indices, target_indices):
-        self._check_pixel_values(pixel_values)
+        pixel_values = self._check_pixel_values(pixel_values)
         batch = pixel_values.shape[0]
         context_indices = self._check_indices(context_indices, "context_indices", 2, batch)
         target_indices = self._check_indices(target_indices, "target_indices", 3, batch)
@@ -370,14 +391,14 @@ class IJepaModel(IJepaPreTrainedModel):
                 f"context_indices and target_indices overlap in rows {rows[:8]}: I-JEPA removes the target blocks "
                 "from the context block, so a target patch may not also be a context patch"
             )
-        return context_indices, target_indices
+        return pixel_values, context_indices, target_indices
 
     # ------------------------------------------------------------------ building blocks
 
     def encode(self, pixel_values: torch.Tensor, use_target_encoder: bool = False) -> torch.Tensor:
         """`(B, num_patches, hidden)` last-layer states over all patches of the context encoder, or of the EMA target
         encoder."""
-        self._check_pixel_values(pixel_values)
+        pixel_values = self._check_pixel_values(pixel_values)
         encoder = self.target_encoder if use_target_encoder else self.context_encoder
         with torch.set_grad_enabled(torch.is_grad_enabled() and encoder is self.context_encoder):
             return encoder(pixel_values)
@@ -403,7 +424,8 @@ class IJepaModel(IJepaPreTrainedModel):
         **kwargs,
     ) -> IJepaOutput | tuple:
         r"""
-        pixel_values (`torch.FloatTensor` of shape `(batch, num_channels, image_size, image_size)`): normalised images.
+        pixel_values (`torch.FloatTensor` of shape `(batch, num_channels, image_size, image_size)`): normalised images
+            (any floating dtype, cast to the model's dtype; NaN or inf values raise `ValueError`).
         context_indices (`torch.LongTensor` of shape `(batch, num_context_patches)`): row-major patch indices
             (`row * grid + col`) of each image's context patches, distinct within a row. Every image of a batch keeps
             the same number (I-JEPA's collator truncates to the batch minimum).
@@ -412,7 +434,9 @@ class IJepaModel(IJepaPreTrainedModel):
             context. Equal counts across the batch and the blocks (I-JEPA's collator truncates to the minimum).
         """
         return_dict = return_dict if return_dict is not None else self.config.return_dict
-        context_indices, target_indices = self._check_inputs(pixel_values, context_indices, target_indices)
+        pixel_values, context_indices, target_indices = self._check_inputs(
+            pixel_values, context_indices, target_indices
+        )
         context = self.context_encoder(pixel_values, context_indices)
         predictions = self.predictor(context, context_indices, target_indices)
         targets = gather_patches(self.target_representations(pixel_values), target_indices)

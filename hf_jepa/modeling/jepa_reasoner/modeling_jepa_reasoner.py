@@ -21,6 +21,8 @@ This file imports only torch and transformers (same-folder relative imports) so 
 """
 
 import copy
+import math
+import numbers
 from dataclasses import dataclass
 
 import torch
@@ -231,6 +233,34 @@ def check_token_ids(ids: torch.Tensor, name: str, vocab_size: int):
             f"{name} holds token ids in [{int(ids.min())}, {int(ids.max())}], outside the model's vocabulary of "
             f"{vocab_size}: the tokenizer does not match the model"
         )
+
+
+def check_noise_std(value, name: str = "latent_noise_std") -> float:
+    """`value` as a float when it is a finite real number >= 0 (`None` counts as 0), else `ValueError` naming `name`:
+    a NaN, infinite or negative std must not be dropped silently (NaN) nor poison the latents (inf)."""
+    if value is None:
+        return 0.0
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.dtype == torch.bool:
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    return float(value)
+
+
+def check_finite_latents(latents, name: str) -> torch.Tensor:
+    """`latents` when it is a floating tensor of finite values, else `ValueError` naming `name` (one reduction)."""
+    if not isinstance(latents, torch.Tensor) or not latents.is_floating_point():
+        raise ValueError(
+            f"{name} must be a floating-point tensor (the reasoner's latent chain), got "
+            f"{getattr(latents, 'dtype', type(latents).__name__)}"
+        )
+    if not bool(torch.isfinite(latents).all()):
+        count = int((~torch.isfinite(latents)).sum())
+        raise ValueError(
+            f"{name} holds {count} non-finite value(s) (NaN or inf): the Talker would decode them into arbitrary "
+            "tokens; check the reasoner (weights, latent_noise_std) that produced the chain"
+        )
+    return latents
 
 
 def check_mask(mask: torch.Tensor | None, name: str, ids: torch.Tensor) -> torch.Tensor:
@@ -521,15 +551,30 @@ class JepaReasonerModel(JepaReasonerPreTrainedModel):
 
     # ------------------------------------------------------------------ generation
 
+    def _check_prompt(self, prompt_ids, prompt_mask) -> torch.Tensor:
+        """Token ids in the vocabulary, at least one prompt, and at least one (unmasked) token in every prompt;
+        returns the mask (all ones by default)."""
+        check_token_ids(prompt_ids, "prompt_ids", self.config.vocab_size)
+        if prompt_ids.shape[0] == 0:
+            raise ValueError("prompt_ids is empty (batch size 0): pass at least one prompt")
+        if prompt_ids.shape[1] == 0:
+            raise ValueError("prompt_ids is empty: every prompt needs at least one token")
+        prompt_mask = check_mask(prompt_mask, "prompt_mask", prompt_ids)
+        empty = prompt_mask.sum(1) == 0
+        if bool(empty.any()):
+            rows = torch.nonzero(empty).flatten().tolist()
+            raise ValueError(
+                f"prompt_mask masks every token of rows {rows[:8]}: each prompt needs at least one token (an empty "
+                "prompt leaves the reasoner nothing to reason about)"
+            )
+        return prompt_mask
+
     def _check_generation_inputs(self, prompt_ids, prompt_mask, num_steps):
         config = self.config
         num_steps = config.num_reasoning_steps if num_steps is None else num_steps
         if not isinstance(num_steps, int) or isinstance(num_steps, bool) or num_steps < 1:
             raise ValueError(f"num_steps must be an integer >= 1, got {num_steps!r}")
-        check_token_ids(prompt_ids, "prompt_ids", config.vocab_size)
-        if prompt_ids.shape[1] == 0:
-            raise ValueError("prompt_ids is empty: every prompt needs at least one token")
-        prompt_mask = check_mask(prompt_mask, "prompt_mask", prompt_ids)
+        prompt_mask = self._check_prompt(prompt_ids, prompt_mask)
         limit = config.max_position_embeddings - num_steps
         if prompt_ids.shape[1] > limit:
             raise ValueError(
@@ -540,7 +585,7 @@ class JepaReasonerModel(JepaReasonerPreTrainedModel):
         return prompt_mask, num_steps
 
     def _feed_back(self, predicted, latent_noise_std, generator):
-        if latent_noise_std and latent_noise_std > 0:
+        if latent_noise_std > 0:
             noise = torch.randn(predicted.shape, generator=generator, device=predicted.device, dtype=torch.float32)
             return l2_normalize(predicted.float() + latent_noise_std * noise, self.config.l2_norm_eps).to(
                 predicted.dtype
@@ -563,7 +608,11 @@ class JepaReasonerModel(JepaReasonerPreTrainedModel):
         recorded and fed back (noise drawn from `generator`, one `(batch, hidden)` draw per step). `use_cache`
         keeps the reasoning blocks' keys/values in a `DynamicCache`; `False` recomputes the whole sequence each
         step (same result up to float rounding). Gradients flow if enabled by the caller.
+
+        Raises `ValueError` for an empty prompt (no prompts, no tokens, or a row whose `prompt_mask` is all 0) and
+        for a `latent_noise_std` that is not a finite number >= 0 (NaN, inf, negative).
         """
+        latent_noise_std = check_noise_std(latent_noise_std)
         prompt_mask, num_steps = self._check_generation_inputs(prompt_ids, prompt_mask, num_steps)
         ids, mask = self._with_sep(prompt_ids, prompt_mask)
         inputs = self.encoder(ids, mask)
@@ -639,9 +688,13 @@ class _TalkerBase(JepaTalkerPreTrainedModel):
     def get_output_embeddings(self):
         return self.lm_head
 
-    def _check_latents(self, latents, latent_mask, batch):
+    def _check_latents(self, latents, latent_mask, batch, check_values: bool = True):
+        """The latent chain's shape and mask; with `check_values` (when the prefix is computed: once per `generate`)
+        also that it is a floating tensor of finite values (NaN or inf raise `ValueError`)."""
         if latents is None:
             raise ValueError(f"{type(self).__name__} needs latents (batch, steps, latent_size): the reasoner's chain")
+        if check_values:
+            check_finite_latents(latents, "latents")
         if latents.ndim != 3 or latents.shape[-1] != self.config.latent_size:
             raise ValueError(
                 f"latents must have shape (batch, steps, latent_size={self.config.latent_size}), got "
@@ -680,7 +733,8 @@ class _TalkerBase(JepaTalkerPreTrainedModel):
         r"""
         input_ids (`torch.LongTensor` of shape `(batch, T)`): decoder tokens, `[BOS, answer...]` (or build them from
             `answer_ids` / `answer_mask`).
-        latents (`torch.FloatTensor` of shape `(batch, S, latent_size)`): the reasoner's latent chain.
+        latents (`torch.FloatTensor` of shape `(batch, S, latent_size)`): the reasoner's latent chain (finite
+            values: NaN or inf raise `ValueError`).
         attention_mask (`torch.LongTensor` of shape `(batch, T_total)`, *optional*): 1 for decoder tokens; with a
             cache it covers every token so far (as `generate` passes it).
         latent_mask (`torch.LongTensor` of shape `(batch, S)`, *optional*): 1 for valid latents (all by default).
@@ -766,7 +820,7 @@ class MonoTalkerModel(_TalkerBase, GenerationMixin):
         seed_auto_map(self, "AutoModel")
 
     def _prefix(self, batch, latents, latent_mask, prompt_ids, prompt_mask, compute):
-        latent_mask = self._check_latents(latents, latent_mask, batch)
+        latent_mask = self._check_latents(latents, latent_mask, batch, check_values=compute)
         prefix = self.latent_proj(latents.to(self.latent_proj.weight.dtype)) if compute else None
         return prefix, latent_mask
 
@@ -799,7 +853,7 @@ class DualTalkerModel(_TalkerBase, GenerationMixin):
         return self.context_norm(hidden)
 
     def _prefix(self, batch, latents, latent_mask, prompt_ids, prompt_mask, compute):
-        latent_mask = self._check_latents(latents, latent_mask, batch)
+        latent_mask = self._check_latents(latents, latent_mask, batch, check_values=compute)
         if prompt_ids is None:
             raise ValueError("DualTalkerModel needs prompt_ids (batch, P): the input context")
         if prompt_ids.shape[0] != batch:
@@ -923,7 +977,8 @@ class JepaReasonerWithTalker(JepaPreTrainedBase):
         optional latent noise drawn from `generator`), then the Talker's `generate` from a BOS column with
         `generation_kwargs` (e.g. `max_new_tokens`, `do_sample`, `num_beams`). Prompts are left-padded
         (`prompt_mask` 0 on padding). `token_ids` excludes the BOS column; with `return_dict_in_generate=True` it is
-        the Talker's full generate output instead."""
+        the Talker's full generate output instead. An empty prompt, a `latent_noise_std` that is not a finite number
+        >= 0, or a chain with NaN / inf values (e.g. from broken weights) raise `ValueError`."""
         chain = self.reasoner.generate_latents(
             prompt_ids,
             prompt_mask,
@@ -957,6 +1012,8 @@ __all__ = [
     "JepaTalkerPreTrainedModel",
     "JepaTokenEncoder",
     "MonoTalkerModel",
+    "check_finite_latents",
+    "check_noise_std",
     "decoder_inputs_from_answers",
     "hybrid_normalize",
     "l2_normalize",

@@ -24,6 +24,7 @@ from .modeling_jepa_reasoner import (
     JepaTalkerOutput,
     causal_lm_loss,
     check_mask,
+    check_noise_std,
     check_token_ids,
     decoder_inputs_from_answers,
     keep_last,
@@ -68,7 +69,8 @@ class _DecoderLMBase(JepaPreTrainedBase):
         those final hidden states first (so generation draws one `(B, 1, H)` noise sample per step, with or without
         a cache)."""
         kept = keep_last(hidden, logits_to_keep)
-        if latent_noise_std and latent_noise_std > 0:
+        latent_noise_std = check_noise_std(latent_noise_std)
+        if latent_noise_std > 0:
             noise = torch.randn(kept.shape, generator=noise_generator, device=kept.device, dtype=torch.float32)
             kept = (kept.float() + latent_noise_std * noise).to(kept.dtype)
         return self.lm_head(kept)
@@ -288,7 +290,8 @@ class CoconutLM(_DecoderLMBase, GenerationMixin):
         token_embeds = self.embed_tokens(input_ids)
         thoughts = None
         if past == 0:
-            if thought_noise is None and latent_noise_std and latent_noise_std > 0 and config.num_latent_thoughts:
+            latent_noise_std = check_noise_std(latent_noise_std)
+            if thought_noise is None and latent_noise_std > 0 and config.num_latent_thoughts:
                 thought_noise = latent_noise_std * torch.randn(
                     batch,
                     config.num_latent_thoughts,
@@ -349,7 +352,8 @@ class CoconutLM(_DecoderLMBase, GenerationMixin):
         batch = prompt_ids.shape[0]
         if input_ids is None:
             input_ids = torch.full((batch, 1), self.config.bos_token_id, dtype=torch.long, device=prompt_ids.device)
-        if thought_noise is None and latent_noise_std and latent_noise_std > 0 and self.config.num_latent_thoughts:
+        latent_noise_std = check_noise_std(latent_noise_std)
+        if thought_noise is None and latent_noise_std > 0 and self.config.num_latent_thoughts:
             thought_noise = latent_noise_std * torch.randn(
                 batch,
                 self.config.num_latent_thoughts,

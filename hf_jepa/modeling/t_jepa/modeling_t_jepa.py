@@ -357,6 +357,8 @@ class TJepaModel(TJepaPreTrainedModel):
             raise ValueError(
                 f"input_ids must be an integer tensor (batch, length), got {getattr(input_ids, 'shape', input_ids)}"
             )
+        if input_ids.shape[0] == 0:
+            raise ValueError("input_ids is empty (batch size 0): pass at least one text")
         if input_ids.shape[1] == 0:
             raise ValueError("input_ids is empty: every text must have at least one token")
         limit = self.config.backbone_config.max_position_embeddings
