@@ -37,6 +37,7 @@ from torch import nn
 from transformers import PreTrainedModel
 from transformers import initialization as init
 from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.vit.modeling_vit import ViTLayer, ViTPatchEmbeddings
 from transformers.utils import ModelOutput
 
@@ -143,12 +144,41 @@ class IJepaEncoder(nn.Module):
 # ------------------------------------------------------------------------------------------------------- predictor
 
 
+# Copied from hf_jepa.modeling.jepa_reasoner.modeling_jepa_reasoner.eager_attention_forward
+def eager_attention_forward(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float,
+    dropout: float = 0.0,
+    **kwargs,
+):
+    """Attention written out (`attn_implementation="eager"`), with the signature of transformers' attention interface:
+    `softmax(query key^T * scaling + attention_mask) value`, the softmax in fp32. `query`, `key`, `value`: `(B, heads,
+    q|k, head_dim)`; `attention_mask`: additive float `(B, 1 | heads, q, k)` (0 where a query may attend, the dtype's
+    minimum elsewhere) or None; dropout on the attention weights in training mode only. Returns the output `(B, q,
+    heads, head_dim)` and the weights `(B, heads, q, k)`."""
+    weights = torch.matmul(query, key.transpose(2, 3)) * scaling
+    if attention_mask is not None:
+        weights = weights + attention_mask
+    weights = F.softmax(weights, dim=-1, dtype=torch.float32).to(query.dtype)
+    weights = F.dropout(weights, p=dropout, training=module.training)
+    output = torch.matmul(weights, value).transpose(1, 2).contiguous()
+    return output, weights
+
+
 class IJepaPredictorBlock(GradientCheckpointingLayer):
-    """Pre-norm transformer block (I-JEPA's `Block`: qkv with bias, exact GELU MLP), full attention."""
+    """Pre-norm transformer block (I-JEPA's `Block`: qkv with bias, exact GELU MLP), full attention (no mask) through
+    transformers' attention interface (`config._attn_implementation`: "sdpa", "eager" or flash attention)."""
 
     def __init__(self, config: IJepaConfig):
         super().__init__()
+        self.config = config
         width, self.num_heads = config.predictor_hidden_size, config.predictor_num_heads
+        self.scaling = (width // self.num_heads) ** -0.5
+        self.is_causal = False
         eps = config.backbone_config.layer_norm_eps
         self.norm1 = nn.LayerNorm(width, eps=eps)
         self.qkv = nn.Linear(width, 3 * width)
@@ -161,8 +191,11 @@ class IJepaPredictorBlock(GradientCheckpointingLayer):
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         batch, length, width = hidden.shape
         q, k, v = self.qkv(self.norm1(hidden)).view(batch, length, 3, self.num_heads, -1).permute(2, 0, 3, 1, 4)
-        attended = F.scaled_dot_product_attention(q, k, v)
-        hidden = hidden + self.proj(attended.transpose(1, 2).reshape(batch, length, width))
+        attention_interface = ALL_ATTENTION_FUNCTIONS.get_interface(
+            self.config._attn_implementation, eager_attention_forward
+        )
+        attended, _ = attention_interface(self, q, k, v, None, dropout=0.0, scaling=self.scaling, is_causal=False)
+        hidden = hidden + self.proj(attended.reshape(batch, length, width))
         return hidden + self.fc2(F.gelu(self.fc1(self.norm2(hidden))))
 
 
@@ -215,7 +248,9 @@ class IJepaPreTrainedModel(PreTrainedModel):
     input_modalities = ("image",)
     supports_gradient_checkpointing = True
     _no_split_modules = ["ViTLayer", "IJepaPredictorBlock"]
+    # The ViT encoders and the predictor (full attention, no mask) all go through transformers' attention interface.
     _supports_sdpa = True
+    _supports_flash_attn = True
 
     def _init_weights(self, module):
         """I-JEPA's init: truncated normal (std `initializer_range`) for linear and patch-embedding weights, zero

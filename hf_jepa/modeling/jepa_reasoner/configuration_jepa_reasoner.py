@@ -1,8 +1,9 @@
 """JEPA-Reasoner configurations: the latent reasoner, its Talkers (Mono / Dual) and the coupled baselines.
 
-Every model of this family uses the same pre-norm transformer block (RMSNorm, rotary positions, SwiGLU MLP, torch's
-`scaled_dot_product_attention`), so the configs share the block fields: `hidden_size`, `num_attention_heads`,
-`intermediate_size`, `max_position_embeddings`, `rms_norm_eps`, `rope_theta`, `hidden_dropout`, `initializer_range`.
+Every model of this family uses the same pre-norm transformer block (RMSNorm, rotary positions, SwiGLU MLP, attention
+through transformers' attention interface: `attn_implementation="sdpa"` (the default), `"eager"` or flash attention),
+so the configs share the block fields: `hidden_size`, `num_attention_heads`, `intermediate_size`,
+`max_position_embeddings`, `rms_norm_eps`, `rope_theta`, `hidden_dropout`, `initializer_range`.
 
 Token conventions: `[PAD]`=0, `[UNK]`=1, `[BOS]`=2, `[EOS]`=3, `[SEP]`=4, the ids of the tokenizer that
 `hf_jepa.data.reasoning.common.build_reasoning_tokenizer` builds (`REASONING_SPECIAL_TOKENS` order). This folder cannot

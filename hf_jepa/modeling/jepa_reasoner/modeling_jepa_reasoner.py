@@ -1,10 +1,13 @@
 """JEPA-Reasoner: latent reasoning decoupled from token generation, and its Talkers.
 
 Shared block (every model of the family): pre-norm transformer block with RMSNorm (computed in fp32), rotary position
-embeddings (computed on the fly from the positions, so there is no buffer to initialise), SwiGLU MLP and torch's
-`scaled_dot_product_attention` with a boolean `(B, 1, q, k)` mask (causal or bidirectional, padding keys masked, each
-query always sees itself so padded rows stay finite). Positions are `cumsum(mask) - 1` over the full key sequence, so
-a left-padded prompt gets the same positions as the unpadded one and cached decoding continues them.
+embeddings (computed on the fly from the positions, so there is no buffer to initialise), SwiGLU MLP and attention
+through transformers' attention interface (`config._attn_implementation`: "sdpa" by default, "eager", or a
+flash-attention implementation) with a `(B, 1, q, k)` mask (causal or bidirectional, padding keys masked, each query
+always sees itself so padded rows stay finite) in the form the backend takes (`backend_attention_mask`). Positions are
+`cumsum(mask) - 1` over the full key sequence, so a left-padded prompt gets the same positions as the unpadded one and
+cached decoding continues them. Every block is a `GradientCheckpointingLayer` (`model.activation_checkpointing_enable()`)
+and is never split across devices (`_no_split_modules`).
 
 - [`JepaReasonerModel`]: token encoder (causal blocks + hybrid norm) -> latents on the unit sphere; reasoning blocks
   (causal) predict the next token's latent; an EMA copy of the token encoder gives the targets; scaled cosine loss on
@@ -31,7 +34,10 @@ from torch import nn
 from transformers import GenerationMixin, PreTrainedModel
 from transformers import initialization as init
 from transformers.cache_utils import Cache, DynamicCache
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.utils import ModelOutput
+from transformers.utils.generic import is_flash_attention_requested
 
 from .configuration_jepa_reasoner import (
     DualTalkerConfig,
@@ -145,21 +151,79 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
     return (x.float() * cos + rotated.float() * sin).to(x.dtype)
 
 
+def eager_attention_forward(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float,
+    dropout: float = 0.0,
+    **kwargs,
+):
+    """Attention written out (`attn_implementation="eager"`), with the signature of transformers' attention interface:
+    `softmax(query key^T * scaling + attention_mask) value`, the softmax in fp32. `query`, `key`, `value`: `(B, heads,
+    q|k, head_dim)`; `attention_mask`: additive float `(B, 1 | heads, q, k)` (0 where a query may attend, the dtype's
+    minimum elsewhere) or None; dropout on the attention weights in training mode only. Returns the output `(B, q,
+    heads, head_dim)` and the weights `(B, heads, q, k)`."""
+    weights = torch.matmul(query, key.transpose(2, 3)) * scaling
+    if attention_mask is not None:
+        weights = weights + attention_mask
+    weights = F.softmax(weights, dim=-1, dtype=torch.float32).to(query.dtype)
+    weights = F.dropout(weights, p=dropout, training=module.training)
+    output = torch.matmul(weights, value).transpose(1, 2).contiguous()
+    return output, weights
+
+
+def mask_for_attention_backend(allowed: torch.Tensor, implementation: str | None, dtype: torch.dtype) -> torch.Tensor:
+    """A boolean attention mask (True = may attend) in the form the attention backend takes: boolean for "sdpa",
+    additive float of `dtype` (0 where allowed, the dtype's minimum elsewhere) for "eager" and any other backend."""
+    if implementation == "sdpa":
+        return allowed
+    return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill(~allowed, torch.finfo(dtype).min)
+
+
+def backend_attention_mask(
+    implementation: str | None, key_mask: torch.Tensor, query_length: int, causal: bool, dtype: torch.dtype
+) -> torch.Tensor | None:
+    """The attention mask of the last `query_length` of the `K` positions of `key_mask` `(B, K)` (1 = valid key) in
+    the form the backend `implementation` takes:
+    - flash attention: the `(B, K)` padding mask itself (causality comes from `is_causal`; padded queries are dropped
+      by unpadding), or None when every key is valid;
+    - "sdpa": the boolean `(B, 1, q, K)` mask of [`attention_mask_4d`], or None when every key is valid and no mask
+      is needed (bidirectional, or causal with `q == K` or `q == 1`: SDPA's `is_causal` covers it);
+    - "eager" and other backends: that mask as an additive float mask of `dtype`."""
+    key_length = key_mask.shape[-1]
+    if is_flash_attention_requested(requested_attention_implementation=implementation):
+        return None if bool(key_mask.bool().all()) else key_mask
+    if implementation == "sdpa" and bool(key_mask.bool().all()):
+        if not causal or query_length in (1, key_length):
+            return None
+    return mask_for_attention_backend(attention_mask_4d(key_mask, query_length, causal), implementation, dtype)
+
+
 class JepaAttention(nn.Module):
-    """Multi-head self-attention with rotary positions; keys/values go through a transformers `Cache` if given."""
+    """Multi-head self-attention with rotary positions, through transformers' attention interface
+    (`config._attn_implementation`); keys/values go through a transformers `Cache` if given. The family has no
+    attention dropout (`hidden_dropout` acts on the residual branches)."""
 
     def __init__(self, config):
         super().__init__()
+        self.config = config
         width = config.hidden_size
         self.num_heads = config.num_attention_heads
         self.head_dim = width // self.num_heads
+        self.scaling = self.head_dim**-0.5
+        self.attention_dropout = 0.0
+        self.is_causal = True
         self.rope_theta = float(config.rope_theta)
         self.q_proj = nn.Linear(width, width, bias=False)
         self.k_proj = nn.Linear(width, width, bias=False)
         self.v_proj = nn.Linear(width, width, bias=False)
         self.o_proj = nn.Linear(width, width, bias=False)
 
-    def forward(self, hidden, cos, sin, attention_mask, cache: Cache | None = None, layer_idx: int = 0):
+    def forward(self, hidden, cos, sin, attention_mask, cache: Cache | None = None, layer_idx: int = 0, is_causal=True):
+        """`attention_mask` in the form the backend takes (see [`backend_attention_mask`])."""
         batch, length, width = hidden.shape
         shape = (batch, length, self.num_heads, self.head_dim)
         q = self.q_proj(hidden).view(shape).transpose(1, 2)
@@ -168,13 +232,20 @@ class JepaAttention(nn.Module):
         q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
         if cache is not None:
             k, v = cache.update(k, v, layer_idx)
-        if k.shape[-2] != attention_mask.shape[-1]:
-            raise ValueError(
-                f"the attention mask covers {attention_mask.shape[-1]} positions but the keys (cache included) "
-                f"cover {k.shape[-2]}: pass an attention_mask for the whole sequence"
-            )
-        attended = F.scaled_dot_product_attention(q, k.to(q.dtype), v.to(q.dtype), attn_mask=attention_mask)
-        return self.o_proj(attended.transpose(1, 2).reshape(batch, length, width))
+        attention_interface = ALL_ATTENTION_FUNCTIONS.get_interface(
+            self.config._attn_implementation, eager_attention_forward
+        )
+        attended, _ = attention_interface(
+            self,
+            q,
+            k.to(q.dtype),
+            v.to(q.dtype),
+            attention_mask,
+            dropout=self.attention_dropout if self.training else 0.0,
+            scaling=self.scaling,
+            is_causal=is_causal,
+        )
+        return self.o_proj(attended.reshape(batch, length, width))
 
 
 class JepaMLP(nn.Module):
@@ -190,8 +261,9 @@ class JepaMLP(nn.Module):
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
-class JepaBlock(nn.Module):
-    """Pre-norm transformer block: `x + drop(attn(rms(x)))`, then `x + drop(mlp(rms(x)))`."""
+class JepaBlock(GradientCheckpointingLayer):
+    """Pre-norm transformer block: `x + drop(attn(rms(x)))`, then `x + drop(mlp(rms(x)))`. Checkpointed (recomputed
+    in the backward pass) after `activation_checkpointing_enable()`, in training mode with gradients on."""
 
     def __init__(self, config):
         super().__init__()
@@ -201,9 +273,9 @@ class JepaBlock(nn.Module):
         self.mlp = JepaMLP(config)
         self.dropout = nn.Dropout(config.hidden_dropout)
 
-    def forward(self, hidden, cos, sin, attention_mask, cache=None, layer_idx=0):
+    def forward(self, hidden, cos, sin, attention_mask, cache=None, layer_idx=0, is_causal=True):
         hidden = hidden + self.dropout(
-            self.attention(self.input_norm(hidden), cos, sin, attention_mask, cache, layer_idx)
+            self.attention(self.input_norm(hidden), cos, sin, attention_mask, cache, layer_idx, is_causal)
         )
         return hidden + self.dropout(self.mlp(self.post_attention_norm(hidden)))
 
@@ -216,12 +288,28 @@ def run_blocks(
     if len(blocks) == 0:
         return hidden
     query_length = hidden.shape[1]
+    key_length = key_mask.shape[-1]
+    past = cache.get_seq_length() if cache is not None else 0
+    if past + query_length != key_length:
+        raise ValueError(
+            f"the attention mask covers {key_length} positions but the keys (cache included) cover "
+            f"{past + query_length}: pass an attention_mask for the whole sequence"
+        )
+    if (
+        cache is not None
+        and torch.is_grad_enabled()
+        and any(block.gradient_checkpointing and block.training for block in blocks)
+    ):
+        raise ValueError(
+            "activation checkpointing recomputes each block in the backward pass and cannot fill a KV cache: "
+            "generate in eval mode or under torch.no_grad(), or without a cache"
+        )
     positions = positions_from_mask(key_mask)[:, -query_length:]
     attention = blocks[0].attention
     cos, sin = rotary_cos_sin(positions, attention.head_dim, attention.rope_theta)
-    mask = attention_mask_4d(key_mask, query_length, causal)
+    mask = backend_attention_mask(attention.config._attn_implementation, key_mask, query_length, causal, hidden.dtype)
     for index, block in enumerate(blocks):
-        hidden = block(hidden, cos, sin, mask, cache, index)
+        hidden = block(hidden, cos, sin, mask, cache=cache, layer_idx=index, is_causal=causal)
     return hidden
 
 
@@ -323,7 +411,10 @@ class JepaPreTrainedBase(PreTrainedModel):
 
     base_model_prefix = "model"
     input_modalities = "text"
-    supports_gradient_checkpointing = False
+    supports_gradient_checkpointing = True
+    _no_split_modules = ["JepaBlock"]
+    _supports_sdpa = True
+    _supports_flash_attn = True
     # Appended to the strict-loading error of `from_pretrained`.
     _strict_loading_hint = ""
 
@@ -932,7 +1023,15 @@ class JepaReasonerWithTalker(JepaPreTrainedBase):
         talker_type = getattr(getattr(talker, "config", None), "model_type", None)
         if talker_type not in TALKER_MODEL_CLASSES:
             raise ValueError(f"talker must be a MonoTalkerModel or DualTalkerModel, got {type(talker).__name__}")
-        config = JepaReasonerWithTalkerConfig(reasoner_config=reasoner.config, talker_config=talker.config)
+        # A composite config sets its attention implementation on its sub-configs (here the models' own configs):
+        # hand each model's own choice down, or building the pair would reset them.
+        implementations = {
+            "reasoner_config": reasoner.config._attn_implementation,
+            "talker_config": talker.config._attn_implementation,
+        }
+        config = JepaReasonerWithTalkerConfig(
+            reasoner_config=reasoner.config, talker_config=talker.config, attn_implementation=implementations
+        )
         return cls(config, reasoner=reasoner, talker=talker)
 
     @property

@@ -24,6 +24,8 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import BertModel, PreTrainedModel
 from transformers import initialization as init
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.utils import ModelOutput
 
 from .configuration_t_jepa import TJepaConfig
@@ -65,12 +67,51 @@ def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tenso
 # ------------------------------------------------------------------------------------------------------- predictor
 
 
-class TJepaPredictorBlock(nn.Module):
-    """Pre-norm transformer block whose attention takes a boolean `(B, 1, L, L)` mask (True = may attend)."""
+# Copied from hf_jepa.modeling.jepa_reasoner.modeling_jepa_reasoner.eager_attention_forward
+def eager_attention_forward(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float,
+    dropout: float = 0.0,
+    **kwargs,
+):
+    """Attention written out (`attn_implementation="eager"`), with the signature of transformers' attention interface:
+    `softmax(query key^T * scaling + attention_mask) value`, the softmax in fp32. `query`, `key`, `value`: `(B, heads,
+    q|k, head_dim)`; `attention_mask`: additive float `(B, 1 | heads, q, k)` (0 where a query may attend, the dtype's
+    minimum elsewhere) or None; dropout on the attention weights in training mode only. Returns the output `(B, q,
+    heads, head_dim)` and the weights `(B, heads, q, k)`."""
+    weights = torch.matmul(query, key.transpose(2, 3)) * scaling
+    if attention_mask is not None:
+        weights = weights + attention_mask
+    weights = F.softmax(weights, dim=-1, dtype=torch.float32).to(query.dtype)
+    weights = F.dropout(weights, p=dropout, training=module.training)
+    output = torch.matmul(weights, value).transpose(1, 2).contiguous()
+    return output, weights
+
+
+# Copied from hf_jepa.modeling.jepa_reasoner.modeling_jepa_reasoner.mask_for_attention_backend
+def mask_for_attention_backend(allowed: torch.Tensor, implementation: str | None, dtype: torch.dtype) -> torch.Tensor:
+    """A boolean attention mask (True = may attend) in the form the attention backend takes: boolean for "sdpa",
+    additive float of `dtype` (0 where allowed, the dtype's minimum elsewhere) for "eager" and any other backend."""
+    if implementation == "sdpa":
+        return allowed
+    return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill(~allowed, torch.finfo(dtype).min)
+
+
+class TJepaPredictorBlock(GradientCheckpointingLayer):
+    """Pre-norm transformer block; its attention goes through transformers' attention interface
+    (`config._attn_implementation`: "sdpa" or "eager") and takes a `(B, 1, L, L)` mask, boolean (True = may attend)
+    for SDPA, additive otherwise (`mask_for_attention_backend`). No dropout."""
 
     def __init__(self, config: TJepaConfig):
         super().__init__()
+        self.config = config
         width, self.num_heads = config.predictor_hidden_size, config.predictor_num_heads
+        self.scaling = (width // self.num_heads) ** -0.5
+        self.is_causal = False
         self.norm1 = nn.LayerNorm(width)
         self.qkv = nn.Linear(width, 3 * width)
         self.proj = nn.Linear(width, width)
@@ -81,8 +122,11 @@ class TJepaPredictorBlock(nn.Module):
     def forward(self, hidden: torch.Tensor, attention: torch.Tensor) -> torch.Tensor:
         batch, length, width = hidden.shape
         q, k, v = self.qkv(self.norm1(hidden)).view(batch, length, 3, self.num_heads, -1).permute(2, 0, 3, 1, 4)
-        attended = F.scaled_dot_product_attention(q, k, v, attn_mask=attention)
-        hidden = hidden + self.proj(attended.transpose(1, 2).reshape(batch, length, width))
+        attention_interface = ALL_ATTENTION_FUNCTIONS.get_interface(
+            self.config._attn_implementation, eager_attention_forward
+        )
+        attended, _ = attention_interface(self, q, k, v, attention, dropout=0.0, scaling=self.scaling, is_causal=False)
+        hidden = hidden + self.proj(attended.reshape(batch, length, width))
         return hidden + self.mlp(self.norm2(hidden))
 
 
@@ -115,6 +159,7 @@ class TJepaPredictor(nn.Module):
         positions = torch.arange(hidden.shape[1], device=hidden.device)
         hidden = hidden + self.position_embeddings(positions)[None]
         attention = self.attention_mask(attention_mask, target_mask, span_ids)
+        attention = mask_for_attention_backend(attention, self.blocks[0].config._attn_implementation, hidden.dtype)
         for block in self.blocks:
             hidden = block(hidden, attention)
         return self.output(self.norm(hidden))
@@ -217,6 +262,10 @@ class TJepaPreTrainedModel(PreTrainedModel):
     main_input_name = "input_ids"
     input_modalities = "text"
     supports_gradient_checkpointing = True
+    _no_split_modules = ["BertEmbeddings", "BertLayer", "TJepaPredictorBlock"]
+    # The BERT encoders take "sdpa" and "eager" (the backbone sub-config gets the same choice); flash attention is
+    # not declared: the predictor's per-span mask is not a padding mask, which is all flash attention takes.
+    _supports_sdpa = True
 
     def _init_weights(self, module):
         std = self.config.initializer_range
