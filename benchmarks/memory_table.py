@@ -7,8 +7,9 @@ under bf16 autocast at the full width and sequence length with 1 and 2 blocks an
 the full depth and the stated batch (every block saves the same tensors; the part that does not grow with the batch is
 chiefly autocast's bf16 weight copies). With checkpointing on, a block keeps its input only; the recomputation of one
 block at a time during backward is not in the figure.
-This is what an accelerator also holds for backward, but not its allocator's fragmentation or temporary buffers: treat
-the activation column as a lower bound, to be checked against `torch.cuda.max_memory_allocated` on a GPU
+What this measures differs from a GPU in two ways: the CPU's SDPA kernel keeps the attention matrix for backward
+(GPU flash / memory-efficient kernels do not, so the no-checkpointing column overstates that part), and allocator
+fragmentation and temporary buffers are not counted. Check against `torch.cuda.max_memory_allocated` on a GPU
 (`benchmarks/device_check.py`).
 
     python benchmarks/memory_table.py [--devices 8] [--out reports/memory_table.md]
@@ -142,7 +143,8 @@ def main(argv=None) -> int:
     lines = [
         f"Per-device training memory (GiB), AdamW, fp32 master weights, bf16 autocast; sharded = FSDP2 / ZeRO-3 over "
         f"{args.devices} devices. Activations: bytes saved for backward at the stated per-device batch "
-        "(measured on CPU, extrapolated from 1- and 2-block models; a lower bound).",
+        "(measured on CPU, extrapolated from 1- and 2-block models; the CPU attention kernel keeps the attention matrix, "
+        "GPU kernels do not; allocator overhead not counted).",
         "",
         "| model | trainable / EMA params | batch x tokens | weights | grads | AdamW | EMA copy | activations | "
         "activations, checkpointing | DDP total | sharded total | sharded total, checkpointing |",
