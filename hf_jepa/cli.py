@@ -9,6 +9,10 @@
     hf-jepa reproduce jepa-reasoner [--output-dir DIR] [--quick] [--set tasks=[cfg] steps_scale=2 seed=1 ...]
     hf-jepa push DIR REPO_ID [--private]
 
+A user error (a bad argument, setting or file, a corrupt model folder, a Hub that cannot be reached) prints one line
+``hf-jepa: error: ...`` and exits with status 2; ``--debug`` prints the traceback too. Anything else is a bug: its
+traceback and one ``hf-jepa: internal error`` line, status 1. See `hf_jepa.cli_errors` and docs/reliability.md.
+
 Settings (YAML keys and ``--set`` names) are routed by name to the family's model config, the shared
 `TrainingArguments` or the family's data arguments; a ``model.``, ``train.`` or ``data.`` prefix picks the target
 explicitly. Values are read with YAML rules (``--set lr=1e-3 cnn_channels=[8,16] data=embedded``). Families plug in
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import inspect
 import json
 import logging
@@ -35,10 +40,11 @@ if TYPE_CHECKING:
 
 
 from . import __version__
+from .cli_errors import CliError, OneLineParser, check_variants, load_model, report, yaml_error_message
 
 logger = logging.getLogger("hf_jepa.cli")
 
-__all__ = ["TrainSetup", "build_train_setup", "families", "format_metrics", "main", "parse_overrides"]
+__all__ = ["CliError", "TrainSetup", "build_train_setup", "families", "format_metrics", "main", "parse_overrides"]
 
 
 def families() -> dict[str, Family]:
@@ -52,10 +58,6 @@ def families() -> dict[str, Family]:
 
 
 _FAMILIES: dict[str, Family] | None = None
-
-
-class CliError(ValueError):
-    """A user error: printed without a traceback, exit status 2."""
 
 
 # ---------------------------------------------------------------------------------------------------- settings
@@ -80,7 +82,7 @@ def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise CliError(f"--set expects key=value, got {item!r}")
+            raise CliError(f"--set expects key=value, got {item!r} (e.g. --set max_steps=100)")
         overrides[key.strip()] = _parse_value(value)
     return overrides
 
@@ -98,11 +100,20 @@ def _annotations(cls) -> dict[str, str]:
 
 def _coerce(key: str, value: Any, default: Any, annotation: str = "") -> Any:
     """Fix what YAML reads differently from what the field holds: `1e-3` (a string for YAML 1.1) for a float,
-    an int for a float field. Other values pass unchanged (the target classes validate them)."""
-    if value is None or isinstance(value, bool) or isinstance(default, bool):
+    an int for a float field, a whole float for an int field. A boolean or a fraction for a number field is refused
+    (`max_steps=true`, `max_steps=1.5`). Other values pass unchanged (the target classes validate them)."""
+    if value is None or isinstance(default, bool):
         return value
     wants_float = isinstance(default, float) or (default is None and "float" in annotation)
     wants_int = (isinstance(default, int) or (default is None and "int" in annotation)) and not wants_float
+    if isinstance(value, bool):
+        if (wants_float or wants_int) and "bool" not in annotation:
+            raise CliError(f"{key} expects {'a number' if wants_float else 'an integer'}, got {str(value).lower()}")
+        return value
+    if wants_int and isinstance(value, float):
+        if value.is_integer():
+            return int(value)
+        raise CliError(f"{key} expects an integer, got {value!r}")
     if wants_float and isinstance(value, (int, str)):
         try:
             return float(value)
@@ -193,13 +204,17 @@ def _unknown_key_message(
     from .recipes.family import PRESETS
 
     labels = {"model": "model config", "train": "training", "data": "data"}
-    lines = [f"unknown setting {key!r}. Valid keys:"]
-    for name, names in targets.items():
-        if only is None or name == only:
-            lines.append(f"  {labels[name]} ({name}.): {', '.join(sorted(names))}")
+    known = sorted({k for name, names in targets.items() if only is None or name == only for k in names})
+    close = difflib.get_close_matches(key.rpartition(".")[2], known, n=1)
+    parts = [f"unknown setting {key!r}" + (f" (did you mean {close[0]!r}?)" if close else "") + "; valid keys:"]
+    parts += [
+        f"{labels[name]} ({name}.): {', '.join(sorted(names))};"
+        for name, names in targets.items()
+        if only is None or name == only
+    ]
     if only is None:
-        lines.append(f"  preset: {' | '.join(PRESETS)} (default {family.default_preset})")
-    return "\n".join(lines)
+        parts.append(f"preset: {' | '.join(PRESETS)} (default {family.default_preset})")
+    return " ".join(parts).rstrip(";")
 
 
 def _read_yaml(path: str) -> dict[str, Any]:
@@ -208,11 +223,15 @@ def _read_yaml(path: str) -> dict[str, Any]:
     try:
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except OSError as error:
-        raise CliError(f"cannot read config file {path!r}: {error}") from error
+        raise CliError(f"--config {path}: cannot read it ({error.strerror or error}); check the path") from error
+    except UnicodeDecodeError as error:
+        raise CliError(f"--config {path}: not a text file ({error.reason}); give a YAML file of settings") from error
+    except yaml.YAMLError as error:
+        raise CliError(yaml_error_message(path, error)) from error
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise CliError(f"config file {path!r} must hold a mapping of settings, got {type(data).__name__}")
+        raise CliError(f"--config {path}: must hold a mapping of settings (key: value), got a {type(data).__name__}")
     flat: dict[str, Any] = {}
     for key, value in data.items():  # sections `model:`, `train:`, `data:` (mappings) become prefixed keys
         if key in _TARGET_PREFIXES and isinstance(value, dict):
@@ -275,6 +294,8 @@ def cmd_train(args: argparse.Namespace) -> int:
             k: v for k, v in settings.items() if k not in ("output_dir", "train.output_dir", "training.output_dir")
         }
         settings["output_dir"] = args.output_dir
+    if args.overwrite:  # the trainer clears a non-empty output folder only when asked
+        settings["overwrite_output_dir"] = True
     if not any(k in settings for k in ("output_dir", "train.output_dir", "training.output_dir")):
         raise CliError("--output-dir is required (or an output_dir setting)")
     setup = build_train_setup(args.family, settings)
@@ -288,38 +309,51 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _family_of_model_type(model_type: str) -> Family:
+def _saved_family(folder: str) -> Family:
+    """The family of the model saved in `folder`, from its config.json (read as JSON: nothing is loaded yet)."""
+    config = Path(folder, "config.json")
+    if not config.is_file():
+        what = "is not a saved model folder (no config.json)" if Path(folder).is_dir() else "does not exist"
+        raise CliError(f"{folder!r} {what}; give a saved model folder (the --output-dir of hf-jepa train)")
+    try:
+        model_type = json.loads(config.read_text(encoding="utf-8")).get("model_type")
+    except (OSError, ValueError, AttributeError) as error:
+        raise CliError(
+            f"{config}: not a readable JSON config ({' '.join(str(error).split())}); save it again"
+        ) from error
     for family in families().values():
         if family.model_type == model_type:
             return family
-    known = [f.model_type for f in families().values()]
-    raise CliError(f"no hf-jepa family handles model_type {model_type!r}; known: {known}")
+    known = ", ".join(f"{f.model_type} ({name})" for name, f in families().items())
+    raise CliError(
+        f"{folder!r} holds a model of type {model_type!r}, which hf-jepa eval does not know; it knows {known}"
+    )
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from transformers import AutoModel
-
     import hf_jepa  # noqa: F401  (registers the configs and models with the Auto classes)
 
     from .settings import dataclass_defaults
 
-    if not Path(args.model_dir, "config.json").is_file():
-        raise CliError(f"{args.model_dir!r} is not a saved model folder (no config.json)")
-    model = AutoModel.from_pretrained(args.model_dir)
-    model.eval()
-    family = _family_of_model_type(model.config.model_type)
+    family = _saved_family(args.model_dir)
     data_fields = dataclass_defaults(family.data_args_class)
     data_kwargs = {"data": args.data} if "data" in data_fields else {}
     if "tokenizer" in data_fields and Path(args.model_dir, "tokenizer_config.json").is_file():
         data_kwargs["tokenizer"] = args.model_dir  # the vocabulary the model was trained with
     for key, value in parse_overrides(args.overrides or []).items():
         if key not in data_fields:
-            raise CliError(f"eval --set: unknown data setting {key!r} for {family.name}; valid: {sorted(data_fields)}")
+            close = difflib.get_close_matches(key, data_fields, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise CliError(
+                f"eval --set {key}: no such data setting{hint} for {family.name}; valid: {sorted(data_fields)}"
+            )
         data_kwargs[key] = _coerce(key, value, data_fields[key], _annotations(family.data_args_class).get(key, ""))
-    try:
+    try:  # the data arguments are checked before the model is loaded
         data_args = family.data_args_class(**data_kwargs)
     except (TypeError, ValueError) as error:
-        raise CliError(str(error)) from error
+        raise CliError(f"eval --set: {error}") from error
+    model = load_model(args.model_dir)
+    model.eval()
     recipe = family.make_recipe(model.config, data_args, seed=0)
     metrics = recipe.evaluate(model, args.output_dir)
     if args.json:
@@ -340,6 +374,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     accepted = inspect.signature(reproduce).parameters
     extra = parse_overrides(args.overrides or [])
     if args.variant:
+        check_variants(family.name, reproduce, args.variant)
         extra["variants"] = args.variant
     unknown = sorted(set(extra) - set(accepted) - {"data", "output_dir", "quick"})
     if unknown:
@@ -357,11 +392,20 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
 
 def cmd_push(args: argparse.Namespace) -> int:
+    from .cli_errors import describe
     from .hub import push_to_hub
 
-    url = push_to_hub(
-        args.model_dir, args.repo_id, token=args.token, private=args.private, commit_message=args.commit_message
-    )
+    try:
+        url = push_to_hub(
+            args.model_dir, args.repo_id, token=args.token, private=args.private, commit_message=args.commit_message
+        )
+    except Exception as error:
+        message = describe(error)
+        if message is None:
+            raise
+        raise CliError(
+            f"push of {args.model_dir} to {args.repo_id} failed: {message} (the local folder is unchanged)"
+        ) from error
     print(url)
     return 0
 
@@ -379,8 +423,9 @@ class _FamilyNames:
 
 def build_parser() -> argparse.ArgumentParser:
     family_names = _FamilyNames()
-    parser = argparse.ArgumentParser(prog="hf-jepa", description="Train, evaluate, reproduce and share JEPA models.")
+    parser = OneLineParser(prog="hf-jepa", description="Train, evaluate, reproduce and share JEPA models.")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--debug", action="store_true", help="on an error, print the full traceback too")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="{train,eval,reproduce,push}")
 
@@ -405,6 +450,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="override settings, e.g. --set preset=tiny max_steps=100 latent_dim=32",
     )
     train.add_argument("--output-dir", help="where the model, metrics and card are written")
+    train.add_argument(
+        "--overwrite", action="store_true", help="clear a non-empty output folder first (sets overwrite_output_dir)"
+    )
     train.set_defaults(handler=cmd_train)
 
     evaluate = sub.add_parser("eval", help="evaluate a saved model on the test split")
@@ -461,6 +509,8 @@ def build_parser() -> argparse.ArgumentParser:
     push.add_argument("--token", help="Hub token (default: the logged-in one / $HF_TOKEN)")
     push.add_argument("--commit-message", default="Upload hf-jepa model")
     push.set_defaults(handler=cmd_push)
+    for command in (train, evaluate, reproduce, push):  # `hf-jepa train ... --debug` works too
+        command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     return parser
 
 
@@ -471,17 +521,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     handler: Callable[[argparse.Namespace], int] = args.handler
-    from . import register_auto_classes
-
-    register_auto_classes()  # the `hf-jepa` process skipped it at import, to keep --help free of torch
     try:
+        from . import register_auto_classes
+
+        register_auto_classes()  # the `hf-jepa` process skipped it at import, to keep --help free of torch
         return handler(args)
-    except CliError as error:
-        parser.error(str(error))  # prints usage + message, exits with status 2
-    except FileNotFoundError as error:
-        print(f"hf-jepa: error: {error}", file=sys.stderr)
-        return 1
-    return 0
+    except (Exception, KeyboardInterrupt) as error:  # one line + status 2, or a traceback + status 1 (cli_errors)
+        raise SystemExit(report(error, debug=args.debug)) from None
 
 
 if __name__ == "__main__":

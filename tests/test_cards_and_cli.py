@@ -311,10 +311,13 @@ def test_push_to_loopback_hub(trained_dir, tmp_path):
         assert main(["push", str(trained_dir), "org/x"]) == 0
         stored = hub.files("org/x")
         local_readme = (trained_dir / "README.md").read_text(encoding="utf-8")
-        assert MODEL_ID_PLACEHOLDER not in local_readme and 'from_pretrained("org/x")' in local_readme
+        assert MODEL_ID_PLACEHOLDER in local_readme  # the local card is never rewritten; the repo id is only uploaded
+        uploaded = stored["README.md"].decode()
+        assert MODEL_ID_PLACEHOLDER not in uploaded and 'from_pretrained("org/x")' in uploaded
+        assert uploaded == local_readme.replace(MODEL_ID_PLACEHOLDER, "org/x")
 
         remote = ModelCard.load("org/x")
-        assert str(remote) == local_readme == stored["README.md"].decode()
+        assert str(remote) == uploaded
         assert remote.data.eval_results == ModelCard.load(trained_dir / "README.md").data.eval_results
         for name in ("config.json", "model.safetensors", "eval_results.json", "latent_pca.png"):
             assert stored[name] == (trained_dir / name).read_bytes(), name

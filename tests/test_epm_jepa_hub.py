@@ -17,7 +17,7 @@ from hf_jepa.cards.common import MODEL_ID_PLACEHOLDER, template_text
 from hf_jepa.cards.epm_jepa import CARD_TAGS as EPM_JEPA_CARD_TAGS
 from hf_jepa.cards.epm_jepa import render_card as render_epm_jepa_card
 from hf_jepa.cards.epm_jepa import result_rows as epm_jepa_result_rows
-from hf_jepa.hub import push_to_hub
+from hf_jepa.hub import card_for_repo, push_to_hub
 from hf_jepa.recipes.epm_jepa import EpmJepaDataArguments
 from hf_jepa.reproductions.epm_jepa import format_results_table
 from hf_jepa.reproductions.result import ReproductionResult
@@ -335,8 +335,10 @@ def test_pushed_files(hub, pushed):
     }
     assert expected <= set(stored)
     assert not any(path.startswith("checkpoints/") for path in stored)
-    for path in expected:
-        assert stored[path] == local[path].read_bytes(), path
+    for path in expected:  # the card as uploaded: the local one (never rewritten) with the repo id filled in
+        want = card_for_repo(local[path].read_bytes(), REPO_ID) if path == "README.md" else local[path].read_bytes()
+        assert stored[path] == want, path
+    assert MODEL_ID_PLACEHOLDER in local["README.md"].read_text(encoding="utf-8")
     readme = stored["README.md"].decode()
     assert MODEL_ID_PLACEHOLDER not in readme and f'from_pretrained("{REPO_ID}")' in readme
     config = json.loads(stored["config.json"])
@@ -393,7 +395,7 @@ def test_pipeline_from_hub(model, pushed, online):
 
 def test_card_from_hub_shows_what_was_measured(pushed, online):
     card = ModelCard.load(REPO_ID)
-    assert str(card) == (pushed / "README.md").read_text(encoding="utf-8")
+    assert str(card) == card_for_repo((pushed / "README.md").read_bytes(), REPO_ID).decode()
     assert card.data.library_name == "transformers"  # the saved config has auto_map: remote code loads it
     assert {(r.metric_config, r.metric_value) for r in card.data.eval_results} == {("shift", 0.87654)}
     text = card.text

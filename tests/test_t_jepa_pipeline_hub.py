@@ -22,7 +22,7 @@ from hf_jepa.cards.i_jepa import result_rows as i_jepa_result_rows
 from hf_jepa.cards.t_jepa import CARD_TAGS as T_JEPA_CARD_TAGS
 from hf_jepa.cards.t_jepa import render_card as render_t_jepa_card
 from hf_jepa.cards.t_jepa import result_rows as t_jepa_result_rows
-from hf_jepa.hub import push_to_hub
+from hf_jepa.hub import card_for_repo, push_to_hub
 from hf_jepa.pipelines import JepaFeatureExtractionPipeline
 from hf_jepa.testing.hub_server import use_loopback_hub
 
@@ -381,8 +381,10 @@ def test_pushed_files(hub, pushed):
     }
     assert expected <= set(stored)
     assert not any(path.startswith("checkpoints/") for path in stored)
-    for path in expected:
-        assert stored[path] == local[path].read_bytes(), path
+    for path in expected:  # the card as uploaded: the local one (never rewritten) with the repo id filled in
+        want = card_for_repo(local[path].read_bytes(), REPO_ID) if path == "README.md" else local[path].read_bytes()
+        assert stored[path] == want, path
+    assert MODEL_ID_PLACEHOLDER in local["README.md"].read_text(encoding="utf-8")
     readme = stored["README.md"].decode()
     assert MODEL_ID_PLACEHOLDER not in readme and f'from_pretrained("{REPO_ID}")' in readme
     assert f'pipeline("jepa-feature-extraction", model="{REPO_ID}")' in readme
@@ -405,7 +407,7 @@ def test_from_hub_bit_identical(model, tokenizer, pipe, pushed, online):
     assert hub_pipe(TEXTS) == pipe(TEXTS)
 
     card = ModelCard.load(REPO_ID)
-    assert str(card) == (pushed / "README.md").read_text(encoding="utf-8")
+    assert str(card) == card_for_repo((pushed / "README.md").read_bytes(), REPO_ID).decode()
     assert card.data.library_name == "transformers"  # the saved config has auto_map
     assert {(r.metric_config, r.metric_value) for r in card.data.eval_results} == {("linear_probe", 0.3125)}
     assert "| MI proxy, InfoNCE bound (nats) | 0.2877 |" in card.text and "![](diagnostics.png)" in card.text

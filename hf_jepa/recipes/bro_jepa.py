@@ -14,6 +14,7 @@ from ..data.modular_arithmetic import TRAIN_OPERATIONS
 from ..metrics import evaluate_modular_arithmetic, plot_latent_pca, prototype_off_diagonal_cosine
 from ..modeling.bro_jepa import BroJepaConfig, BroJepaImageProcessor, BroJepaModel
 from ..trainers import Recipe
+from ._checks import check_count, check_types
 from .family import Family
 
 logger = logging.getLogger(__name__)
@@ -21,13 +22,22 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class BroJepaDataArguments:
-    """Data settings of the BRo-JEPA recipe (YAML keys / `--set` names)."""
+    """Data settings of the BRo-JEPA recipe (YAML keys / `--set` names).
+
+    max_shift: random translation of the training images, in pixels (0 = none). prototype_images, eval_images: how many
+    training images build the class prototypes and how many test images are evaluated (0 = all of them)."""
 
     data: str | None = None
     max_shift: int = 0
     prototype_images: int = 0
     eval_images: int = 0
     plot: bool = True
+
+    def __post_init__(self):
+        check_types(self)
+        check_count(self, "max_shift", minimum=0)
+        check_count(self, "prototype_images", zero_means="all training images")
+        check_count(self, "eval_images", zero_means="all test images")
 
 
 def _first_harmonic_block(model: BroJepaModel) -> int | None:

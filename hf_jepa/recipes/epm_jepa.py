@@ -30,6 +30,7 @@ from ..metrics.world_model import evaluate_world_model, parameter_drift, plot_wo
 from ..modeling.epm_jepa import EpmJepaConfig, EpmJepaModel
 from ..modeling.epm_jepa.configuration_epm_jepa import TRACK_NAMES
 from ..trainers import Recipe
+from ._checks import check_choice, check_count, check_finite, check_model_folder, check_types
 from .family import Family
 
 logger = logging.getLogger(__name__)
@@ -73,12 +74,26 @@ class EpmJepaDataArguments:
     plot: bool = True
 
     def __post_init__(self):
-        if self.stage not in STAGES:
-            raise ValueError(f"stage must be one of {STAGES}, got {self.stage!r}")
+        check_types(self)
+        check_choice(self, "stage", STAGES)
         if self.stage == "adapt" and not self.init_from:
             raise ValueError("stage='adapt' needs init_from: the pretrained base model (a directory or Hub id)")
-        if self.eval_sequences < 2 or self.eval_every < 0:
-            raise ValueError("eval_sequences must be >= 2 and eval_every >= 0")
+        check_model_folder(
+            self,
+            "init_from",
+            EpmJepaConfig.model_type,
+            "the output folder of `hf-jepa train epm-jepa` (stage=pretrain)",
+        )
+        check_count(self, "sequence_length", minimum=2)
+        check_choice(self, "num_digits", (1, 2))
+        check_finite(self, "train_gravity", "shift_gravity_min", "shift_gravity_max")
+        if self.shift_gravity_min > self.shift_gravity_max:
+            raise ValueError(
+                f"shift_gravity_min ({self.shift_gravity_min}) must be <= shift_gravity_max ({self.shift_gravity_max})"
+            )
+        check_count(self, "eval_sequences", minimum=2)
+        check_count(self, "eval_sequence_length", minimum=2)
+        check_count(self, "eval_every", minimum=0)
 
     @property
     def shift_gravity(self) -> tuple[float, float]:

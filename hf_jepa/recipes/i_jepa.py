@@ -15,6 +15,7 @@ from ..metrics.collapse import plot_failure_signature
 from ..metrics.downstream import linear_probe_accuracy
 from ..modeling.i_jepa import IJepaConfig, IJepaModel
 from ..trainers import seeded_generator
+from ._checks import check_count, check_types
 from ._collapse import CollapseDiagnosedRecipe
 from .family import Family
 
@@ -27,6 +28,11 @@ class IJepaDataArguments:
     diagnostics_images: int = 256
     probe_images: int = 5000
     plot: bool = True
+
+    def __post_init__(self):
+        check_types(self)
+        check_count(self, "diagnostics_images", minimum=2)
+        check_count(self, "probe_images", minimum=20)  # a logistic-regression probe needs every digit class
 
 
 class IJepaRecipe(CollapseDiagnosedRecipe):

@@ -32,6 +32,7 @@ from ..modeling.jepa_reasoner import (
     MonoTalkerModel,
 )
 from ..trainers import Recipe, seeded_generator
+from ._checks import check_choice, check_count, check_model_folder, check_types
 from .family import Family
 
 logger = logging.getLogger(__name__)
@@ -61,10 +62,18 @@ class JepaReasonerDataArguments:
     plot: bool = True
 
     def __post_init__(self):
-        if self.task not in REASONING_TASKS:
-            raise ValueError(f"task must be one of {REASONING_TASKS}, got {self.task!r}")
-        if self.num_train_examples < 2 or self.num_eval_examples < 1:
-            raise ValueError("num_train_examples must be >= 2 and num_eval_examples >= 1")
+        check_types(self)
+        check_choice(self, "task", REASONING_TASKS)
+        check_model_folder(
+            self, "reasoner", JepaReasonerConfig.model_type, "the output folder of `hf-jepa train jepa-reasoner`"
+        )
+        check_count(self, "num_train_examples", minimum=2)
+        check_count(self, "num_eval_examples", minimum=1)
+        check_count(self, "task_seed", minimum=0)
+        check_count(self, "num_nodes", minimum=2)
+        check_count(self, "node_vocab_size", minimum=self.num_nodes)
+        check_count(self, "min_operations", minimum=1)
+        check_count(self, "max_operations", minimum=self.min_operations)
 
 
 class ReasoningRecipe(Recipe):

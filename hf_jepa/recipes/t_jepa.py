@@ -23,6 +23,7 @@ from ..metrics.collapse import irreducible_conditional_variance, plot_failure_si
 from ..metrics.downstream import embed_texts, linear_probe_accuracy, online_downstream, retrieval_recall
 from ..modeling.t_jepa import TJepaConfig, TJepaModel
 from ..trainers import seeded_generator
+from ._checks import check_choice, check_count, check_types
 from ._collapse import CollapseDiagnosedRecipe
 from .family import Family
 
@@ -47,10 +48,11 @@ class TJepaDataArguments:
     plot: bool = True
 
     def __post_init__(self):
-        if self.corpus not in CORPORA:
-            raise ValueError(f"corpus must be one of {CORPORA}, got {self.corpus!r}")
-        if self.diagnostics_sentences < 8:
-            raise ValueError(f"diagnostics_sentences must be >= 8, got {self.diagnostics_sentences}")
+        check_types(self)
+        check_choice(self, "corpus", CORPORA)
+        check_count(self, "ambiguity", minimum=1)
+        check_count(self, "max_length", minimum=8)
+        check_count(self, "diagnostics_sentences", minimum=8)
 
 
 def _own_fields(config: TJepaConfig) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """The papers' experiments, one module per family: variants, runs, result tables and plots.
 
 Every module exports `FAMILY` (the CLI family it reproduces) and `reproduce_<family>(data=, output_dir=, quick=, ...)`
-returning a `ReproductionResult`; `load_reproductions()` collects them for `hf-jepa reproduce`. Modules are imported
+returning a `ReproductionResult`; `load_reproductions()` collects them for `hf-jepa reproduce`. A reproduction taking
+`variants` also exports `VARIANTS` (its row names), which `hf-jepa reproduce --variant` checks. Modules are imported
 on demand.
 """
 

@@ -32,6 +32,8 @@ REPRODUCTION_VARIANTS = [
     ("BRo-JEPA MFR, fixed angle", dict(rotation_frequencies="multi"), 1500),
     ("BRo-JEPA MFR, learnable angle", dict(rotation_frequencies="multi", learnable_angle=True), 1500),
 ]
+# The row names, what `--variant` takes (checked by the CLI before anything runs).
+VARIANTS = tuple(name for name, _, _ in REPRODUCTION_VARIANTS)
 
 
 def reproduce_bro_jepa(

@@ -11,6 +11,9 @@ In-process use::
         model.push_to_hub("org/tiny")
         BertModel.from_pretrained("org/tiny")
 
+Faults for error-path tests: ``with hub.fail(500, method="POST", path=r"/api/models/.*/commit/.*"): ...`` answers the
+matching requests with that status (the client retries 5xx on preupload and LFS for ~20 s, not on create or commit).
+
 Subprocess clients: pass ``env={**os.environ, **hub.env(cache_dir)}``. Standalone server for demos:
 ``python -m hf_jepa.testing.hub_server --port 8765`` (``--port 0`` picks a free port; the first stdout line is
 ``LOOPBACK_HUB_URL=http://127.0.0.1:PORT``).
@@ -92,6 +95,22 @@ class _Repo:
     commits: dict[str, dict[str, _Blob]] = field(default_factory=dict)  # commit sha -> {path: blob}
 
 
+@dataclass(eq=False)
+class _Fault:
+    status: int
+    method: str | None
+    path: re.Pattern
+    times: int | None
+    hits: int = 0
+
+    def matches(self, method: str, path: str) -> bool:
+        return (
+            (self.method is None or self.method == method)
+            and self.path.fullmatch(path) is not None
+            and (self.times is None or self.hits < self.times)
+        )
+
+
 class HubError(Exception):
     def __init__(self, status: int, code: str | None, message: str):
         super().__init__(message)
@@ -110,6 +129,7 @@ class LoopbackHub:
         self._lock = threading.RLock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self._faults: list[_Fault] = []  # injected failures, checked before routing (see `fail`)
 
     # ---- lifecycle -------------------------------------------------------------------------------------------
     def start(self) -> LoopbackHub:
@@ -135,6 +155,35 @@ class LoopbackHub:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+    # ---- fault injection -------------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def fail(
+        self, status: int = 500, *, method: str | None = None, path: str = ".*", times: int | None = None
+    ) -> Iterator[_Fault]:
+        """Inside the block, requests whose method is `method` (any if None) and whose URL path matches the regex
+        `path` are answered with `status` (and an ``X-Error-Message``) instead of being served, `times` times at most
+        (None: every time). Yields the fault; its `hits` counts the requests it answered. Example::
+
+            with hub.fail(500, method="POST", path=r"/api/models/.*/commit/.*"):
+                push_to_hub(folder, "org/x")  # raises HfHubHTTPError
+        """
+        fault = _Fault(status, method, re.compile(path), times)
+        with self._lock:
+            self._faults.append(fault)
+        try:
+            yield fault
+        finally:
+            with self._lock:
+                self._faults.remove(fault)
+
+    def _injected_fault(self, method: str, path: str) -> _Fault | None:
+        with self._lock:
+            for fault in self._faults:
+                if fault.matches(method, path):
+                    fault.hits += 1
+                    return fault
+        return None
 
     # ---- inspection ------------------------------------------------------------------------------------------
     def files(self, repo_id: str, revision: str = "main", repo_type: str = "model") -> dict[str, bytes]:
@@ -357,6 +406,8 @@ class _Handler(BaseHTTPRequestHandler):
                 name = route_name
                 break
         try:
+            if (fault := self.hub._injected_fault(method, parts.path)) is not None:
+                raise HubError(fault.status, None, f"injected fault: {method} {parts.path} answered {fault.status}")
             if name is None:
                 raise HubError(404, None, f"no route for {method} {parts.path}")
             is_json = "json" in self.headers.get("Content-Type", "") and "ndjson" not in self.headers["Content-Type"]

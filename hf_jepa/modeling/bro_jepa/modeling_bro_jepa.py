@@ -361,8 +361,30 @@ class BroJepaModel(BroJepaPreTrainedModel):
         """`PreTrainedModel.from_pretrained`, strict by default: weights missing from the checkpoint, left unused or of
         another shape (reported with `ignore_mismatched_sizes=True`; without it transformers raises already) raise
         `ValueError` instead of a warning; `strict=False` only warns. The EMA targets are re-frozen after loading
-        (loading marks every floating parameter trainable again)."""
+        (loading marks every floating parameter trainable again). A folder or repo holding another model type raises
+        `ValueError` naming both types (instead of failing on the other model's config values)."""
         output_loading_info = kwargs.pop("output_loading_info", False)
+        source = args[0] if args else kwargs.get("pretrained_model_name_or_path")
+        if source is not None and kwargs.get("config") is None:
+            hub_kwargs = (
+                "cache_dir",
+                "force_download",
+                "proxies",
+                "token",
+                "local_files_only",
+                "revision",
+                "subfolder",
+            )
+            config_dict, _ = cls.config_class.get_config_dict(
+                source, **{k: kwargs[k] for k in hub_kwargs if k in kwargs}
+            )
+            found, expected = config_dict.get("model_type"), cls.config_class.model_type
+            if found is not None and found != expected:
+                raise ValueError(
+                    f"{str(source)!r} holds a model of type {found!r}, but {cls.__name__} loads {expected!r} models: "
+                    f"load it with the class of its type (AutoModel.from_pretrained picks it). "
+                    f"{cls._strict_loading_hint}".strip()
+                )
         model, loading_info = super().from_pretrained(*args, output_loading_info=True, **kwargs)
         model.freeze_targets()
         problems = {
