@@ -29,12 +29,13 @@ class _System:
     def complete(
         self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, latent_noise_std: float = 0.0, seed: int = 0
     ) -> list[str]:
-        generator = torch.Generator().manual_seed(seed)
+        device = self.model.device  # prompts may come from CPU tensors while the model runs on an accelerator
+        generator = torch.Generator(device=device).manual_seed(seed)
         answers: list[str] = []
         for start in range(0, prompt_ids.shape[0], self.batch_size):
             ids = self._complete(
-                prompt_ids[start : start + self.batch_size],
-                prompt_mask[start : start + self.batch_size],
+                prompt_ids[start : start + self.batch_size].to(device),
+                prompt_mask[start : start + self.batch_size].to(device),
                 latent_noise_std * self.noise_scale(),
                 generator,
             )
@@ -131,13 +132,14 @@ def mixed_latents(model, data: ReasoningData, num_prompts: int = 200) -> dict:
     second-nearest vocabulary latent (a latent sitting on one token has top-1 ~1; a mixture of several tokens has a
     lower top-1 and a top-2 close to it). Also returns the 2-D PCA (fitted on the word latents) of the predictions
     and of the words, for `plot_mixed_latents`."""
-    prompt_ids, prompt_mask = data.eval["prompt_ids"][:num_prompts], data.eval["prompt_mask"][:num_prompts]
-    chain = model.generate_latents(prompt_ids, prompt_mask, num_steps=data.max_answer_length).float()
+    device = model.device
+    prompt_ids, prompt_mask = (data.eval[key][:num_prompts].to(device) for key in ("prompt_ids", "prompt_mask"))
+    chain = model.generate_latents(prompt_ids, prompt_mask, num_steps=data.max_answer_length).float().cpu()
     mask = data.eval["answer_mask"][:num_prompts].bool()
     predicted = chain[mask]
     # Each vocabulary token's target-encoder latent in isolation (position 0): the discrete points predictions aim at.
-    token_ids = torch.arange(model.config.vocab_size)[:, None]
-    vocabulary = model.encode(token_ids, torch.ones_like(token_ids), use_target_encoder=True)[:, 0].float()
+    token_ids = torch.arange(model.config.vocab_size, device=device)[:, None]
+    vocabulary = model.encode(token_ids, torch.ones_like(token_ids), use_target_encoder=True)[:, 0].float().cpu()
     words = vocabulary[len(REASONING_SPECIAL_TOKENS) :]  # [PAD] [UNK] [BOS] [EOS] [SEP] come first and are not words
     mean = words.mean(0, keepdim=True)
     _, _, basis = torch.linalg.svd(words - mean, full_matrices=False)

@@ -135,7 +135,7 @@ class JepaReasonerRecipe(ReasoningRecipe):
         """Teacher-forced loss on the eval split, and how close the free-running chain (what a Talker reads) stays to
         the target encoder's latents of the true answer."""
         data = self.data
-        batch = {k: data.eval[k][:256] for k in self.batch_keys}
+        batch = {k: data.eval[k][:256].to(model.device) for k in self.batch_keys}
         with torch.no_grad():
             out = model(**batch)
             chain = model.generate_latents(batch["prompt_ids"], batch["prompt_mask"], num_steps=data.max_answer_length)
@@ -198,14 +198,14 @@ class TalkerRecipe(ReasoningRecipe):
 
     @torch.no_grad()
     def chains(self, split: dict[str, torch.Tensor], batch_size: int = 512, **kwargs) -> torch.Tensor:
-        steps = self.data.max_answer_length
+        steps, device = self.data.max_answer_length, self.reasoner.device
         parts = [
             self.reasoner.generate_latents(
-                split["prompt_ids"][i : i + batch_size],
-                split["prompt_mask"][i : i + batch_size],
+                split["prompt_ids"][i : i + batch_size].to(device),
+                split["prompt_mask"][i : i + batch_size].to(device),
                 num_steps=steps,
                 **kwargs,
-            )
+            ).cpu()
             for i in range(0, split["prompt_ids"].shape[0], batch_size)
         ]
         return torch.cat(parts).float()
@@ -223,16 +223,19 @@ class TalkerRecipe(ReasoningRecipe):
         return {**self.data.batch(self.data.train, index, keys), "latents": self.train_chains[index]}
 
     def pair(self, talker) -> JepaReasonerWithTalker:
+        """The reasoner + `talker` pair, on the Talker's device (the trainer moved the Talker, not the reasoner)."""
+        self.reasoner.to(talker.device)
         return JepaReasonerWithTalker.from_components(self.reasoner, talker)
 
     @torch.no_grad()
     def talk(self, talker, chain: torch.Tensor, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> list[str]:
         """Greedy answers of `talker` reading `chain` (and the prompt, for a Dual-Talker)."""
-        bos = torch.full((chain.shape[0], 1), self.data.tokenizer.bos_token_id, dtype=torch.long)
-        context = dict(prompt_ids=prompt_ids, prompt_mask=prompt_mask) if self.dual else {}
+        device = talker.device
+        bos = torch.full((chain.shape[0], 1), self.data.tokenizer.bos_token_id, dtype=torch.long, device=device)
+        context = dict(prompt_ids=prompt_ids.to(device), prompt_mask=prompt_mask.to(device)) if self.dual else {}
         out = talker.generate(
             input_ids=bos,
-            latents=chain.to(talker.dtype),
+            latents=chain.to(device=device, dtype=talker.dtype),
             max_new_tokens=self.data.max_answer_length,
             do_sample=False,
             **context,
