@@ -71,7 +71,7 @@ def _on_main(accelerator: Accelerator, fn, share: bool = True):
     if accelerator.is_main_process:
         try:
             result = fn()
-        except (ValueError, OSError, FloatingPointError) as caught:
+        except Exception as caught:  # noqa: BLE001 - re-raised below, on every rank
             error = caught
     if accelerator.num_processes > 1:
         payload = [result if share else None, None if error is None else str(error)]
