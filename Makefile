@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 OFFLINE := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
 
-.PHONY: setup demo test test-slow benchmark quality style clean
+.PHONY: setup demo test test-slow test-reliability benchmark quality style clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 demo: $(STAMP)
-	$(OFFLINE) $(VENV)/bin/hf-jepa train bro-jepa --set data=embedded max_steps=600 --output-dir outputs/demo
+	$(OFFLINE) $(VENV)/bin/hf-jepa train bro-jepa --set data=embedded max_steps=600 overwrite_output_dir=true --output-dir outputs/demo
 	$(OFFLINE) $(PY) -m hf_jepa.demo_reload outputs/demo
 
 test: $(STAMP)
@@ -31,6 +31,9 @@ test: $(STAMP)
 
 test-slow: $(STAMP)
 	$(OFFLINE) $(PY) -m pytest -q -m slow
+
+test-reliability: $(STAMP)
+	$(OFFLINE) OMP_NUM_THREADS=1 $(PY) -m pytest -q -m reliability
 
 benchmark: $(STAMP)
 	$(OFFLINE) $(PY) benchmarks/bench_bro_jepa.py

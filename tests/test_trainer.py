@@ -166,6 +166,36 @@ def test_training_arguments_validation():
         TrainingArguments(gradient_accumulation_steps=0)
     with pytest.raises(ValueError, match="mixed_precision"):
         TrainingArguments(mixed_precision="fp8")
+    for field_name, bad in [
+        ("max_steps", 1.5),
+        ("max_steps", True),
+        ("max_steps", "10"),
+        ("logging_steps", 0),
+        ("save_steps", -1),
+        ("learning_rate", float("nan")),
+        ("learning_rate", 0.0),
+        ("learning_rate", float("inf")),
+        ("weight_decay", -0.1),
+        ("weight_decay", float("nan")),
+        ("min_lr_ratio", 1.5),
+        ("max_grad_norm", 0.0),
+        ("max_grad_norm", float("nan")),
+        ("warmup_steps", -1),
+        ("save_total_limit", 0),
+        ("seed", -1),
+        ("nan_policy", "ignore"),
+        ("overwrite_output_dir", "yes"),
+        ("resume_allow_changes", 3),
+        ("output_dir", ""),
+    ]:
+        with pytest.raises(ValueError, match=field_name):
+            TrainingArguments(**{field_name: bad})
+    assert TrainingArguments(resume_allow_changes="max_steps, learning_rate").resume_allow_changes == [
+        "max_steps",
+        "learning_rate",
+    ]
+    with pytest.raises(ValueError, match="overwrite_output_dir"):
+        TrainingArguments(overwrite_output_dir=True, resume_from_checkpoint="latest")
 
 
 # ------------------------------------------------------------------------------------------------------ training runs
@@ -217,16 +247,17 @@ def test_exact_resume(embedded_splits, tmp_path):
     _, straight = train(embedded_splits, tmp_path / "straight", max_steps=4)
 
     _, first = train(embedded_splits, tmp_path / "resumed", max_steps=4, save_steps=2)
-    checkpoint = tmp_path / "resumed" / "checkpoints" / "checkpoint_0"
+    checkpoint = tmp_path / "resumed" / "checkpoints" / "checkpoint-2"
     assert checkpoint.is_dir(), sorted(str(p) for p in (tmp_path / "resumed").rglob("*"))
-    for name in ("model.safetensors", "optimizer.bin", "random_states_0.pkl"):
+    for name in ("model.safetensors", "optimizer.safetensors", "rng_state_0.safetensors", "checkpoint.json"):
         assert (checkpoint / name).exists(), name
-    assert not (tmp_path / "resumed" / "checkpoints" / "checkpoint_1").exists()  # no save at the final step
+    assert not list(checkpoint.glob("*.pkl")) and not list(checkpoint.glob("*.bin"))  # nothing to unpickle
+    assert not (tmp_path / "resumed" / "checkpoints" / "checkpoint-4").exists()  # no save at the final step
 
     recipe, resumed = train(embedded_splits, tmp_path / "resumed", max_steps=4, resume_from_checkpoint=str(checkpoint))
-    assert [r["step"] for r in resumed.history] == [3, 4]
+    assert [r["step"] for r in resumed.history] == [1, 2, 3, 4]  # the log before the checkpoint comes with it
     assert recipe.requests == [(2, 0), (3, 0)]  # continues with the batches it would have drawn
-    assert [r["loss"] for r in resumed.history] == [r["loss"] for r in straight.history][2:]
+    assert [r["loss"] for r in resumed.history] == [r["loss"] for r in straight.history]
 
     expected, actual = straight.model.state_dict(), resumed.model.state_dict()
     assert expected.keys() == actual.keys()
@@ -237,24 +268,24 @@ def test_exact_resume(embedded_splits, tmp_path):
         assert torch.equal(expected[key], value), key
 
 
-def test_resumed_run_keeps_checkpointing(embedded_splits, tmp_path):
-    """Automatic checkpoint naming restarts at 0 in a new process; a resumed run must not collide with checkpoint_0."""
+def test_resumed_run_rewrites_its_checkpoints_bit_identically(embedded_splits, tmp_path):
+    """Checkpoints are named by optimiser step; a run resumed from step 2 rewrites checkpoint-4 with the same state."""
     from safetensors.torch import load_file
 
     checkpoints = tmp_path / "checkpoints"
     train(embedded_splits, tmp_path, max_steps=6, save_steps=2, save_total_limit=None)
-    assert sorted(p.name for p in checkpoints.iterdir()) == ["checkpoint_0", "checkpoint_1"]  # steps 2 and 4
+    assert sorted(p.name for p in checkpoints.iterdir()) == ["checkpoint-2", "checkpoint-4"]
+    original = load_file(str(checkpoints / "checkpoint-4" / "model.safetensors"))
     train(
         embedded_splits,
         tmp_path,
         max_steps=6,
         save_steps=2,
         save_total_limit=None,
-        resume_from_checkpoint=str(checkpoints / "checkpoint_0"),
+        resume_from_checkpoint=str(checkpoints / "checkpoint-2"),
     )
-    assert sorted(p.name for p in checkpoints.iterdir()) == ["checkpoint_0", "checkpoint_1", "checkpoint_2"]
-    # The resumed run's step-4 checkpoint is bit-identical to the original run's.
-    original, again = (load_file(str(checkpoints / f"checkpoint_{i}" / "model.safetensors")) for i in (1, 2))
+    assert sorted(p.name for p in checkpoints.iterdir()) == ["checkpoint-2", "checkpoint-4"]
+    again = load_file(str(checkpoints / "checkpoint-4" / "model.safetensors"))
     assert original.keys() == again.keys()
     assert all(torch.equal(original[k], again[k]) for k in original)
 

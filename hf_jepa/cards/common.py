@@ -42,6 +42,9 @@ TRAINING_HOUSEKEEPING = {
     "log_with",
     "disable_progress_bar",
     "save_model",
+    "overwrite_output_dir",
+    "allow_pickle_checkpoints",
+    "resume_allow_changes",
 }
 _TEMPLATE_PACKAGE = "hf_jepa.model_cards"
 
@@ -163,6 +166,10 @@ def _run_rows(metrics: Mapping[str, Any], data_label: str = "Data source") -> li
         rows.append(("Device", f"{metrics['device']}{suffix}"))
     if metrics.get("hardware"):
         rows.append(("Hardware", _format_value(metrics["hardware"])))
+    if metrics.get("skipped_steps"):
+        rows.append(("Skipped steps (non-finite loss)", _format_value(metrics["skipped_steps"])))
+    if metrics.get("settings_changed_on_resume"):
+        rows.append(("Settings changed on resume", _format_value(metrics["settings_changed_on_resume"])))
     return rows
 
 

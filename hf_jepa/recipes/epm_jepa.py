@@ -209,6 +209,21 @@ class EpmJepaRecipe(Recipe):
         self.history.append({**record, **values, "step": step})
         return values
 
+    def checkpoint_state(self, model: EpmJepaModel) -> dict[str, torch.Tensor]:
+        """The experience buffer (non-persistent, so not in the state dict; the gate's statistics are)."""
+        buffer = model.experience_buffer
+        if buffer is None:
+            return {}
+        return {"experience_buffer.entries": buffer.entries, "experience_buffer.num_writes": buffer.num_writes}
+
+    def load_checkpoint_state(self, model: EpmJepaModel, state: dict[str, torch.Tensor]) -> None:
+        buffer = model.experience_buffer
+        if buffer is None or not state:
+            return
+        with torch.no_grad():
+            buffer.entries.copy_(state["experience_buffer.entries"])
+            buffer.num_writes.copy_(state["experience_buffer.num_writes"])
+
     def evaluate(self, model: EpmJepaModel, output_dir: str | None = None) -> dict[str, Any]:
         pixels = self.eval_pixels()
         shift = evaluate_world_model(model, pixels["shift"])

@@ -64,7 +64,9 @@ def reproduce_bro_jepa(
         config = BroJepaConfig.cpu_fast(**overrides)
         max_steps = 20 if quick else (steps or default_steps)
         settings = {**TRAINING_DEFAULTS, "max_steps": max_steps, "logging_steps": max(1, max_steps // 10)}
-        args = TrainingArguments(output_dir=str(Path(output_dir) / slug), seed=seed, **settings)
+        args = TrainingArguments(
+            output_dir=str(Path(output_dir) / slug), seed=seed, overwrite_output_dir=True, **settings
+        )  # each row owns its folder: a rerun (--variant) replaces it on purpose
         recipe = BroJepaRecipe(config, BroJepaDataArguments(data=data), seed=seed, splits=splits)
         logger.info("Reproduction row %r: %d steps", name, max_steps)
         metrics = JepaTrainer(recipe, args).train().metrics

@@ -157,7 +157,11 @@ def reproduce_epm_jepa(
         settings = {**TRAINING_DEFAULTS, "max_steps": pretrain_steps, "logging_steps": max(1, pretrain_steps // 10)}
         recipe = EpmJepaRecipe(base_config, data_args, seed=seed, splits=splits, eval_pixels=eval_pixels)
         metrics = (
-            JepaTrainer(recipe, TrainingArguments(output_dir=str(base_dir), seed=seed, **settings)).train().metrics
+            JepaTrainer(
+                recipe, TrainingArguments(output_dir=str(base_dir), seed=seed, overwrite_output_dir=True, **settings)
+            )
+            .train()
+            .metrics
         )
         runs.append({**metrics, "track": "base", "seed": seed})
         for track in tracks:
@@ -175,7 +179,7 @@ def reproduce_epm_jepa(
             logger.info(
                 "Seed %d, track %s: %d experience steps on the shifted distribution", seed, track, experience_steps
             )
-            training_args = TrainingArguments(output_dir=str(run_dir), seed=seed, **settings)
+            training_args = TrainingArguments(output_dir=str(run_dir), seed=seed, overwrite_output_dir=True, **settings)
             metrics = JepaTrainer(recipe, training_args).train().metrics
             runs.append({**metrics, "track": track, "seed": seed, "model_dir": str(run_dir)})
             histories.setdefault(track, []).append(recipe.history)

@@ -126,7 +126,9 @@ def reproduce_jepa_reasoner(
         }
         if quick:
             settings.update(per_device_batch_size=8, warmup_steps=0, mixed_precision="no")
-        args = TrainingArguments(output_dir=str(output_dir / task / name), seed=seed, **settings)
+        args = TrainingArguments(
+            output_dir=str(output_dir / task / name), seed=seed, overwrite_output_dir=True, **settings
+        )
         logger.info("JEPA-Reasoner reproduction: %s / %s, %d steps", task, name, steps)
         return JepaTrainer(recipe, args).train()
 

@@ -70,7 +70,9 @@ def reproduce_t_jepa(
         settings = {**defaults, "max_steps": max_steps, "logging_steps": max(1, max_steps // 10)}
         if quick:
             settings.update(per_device_batch_size=8, warmup_steps=0, mixed_precision="no")
-        args = TrainingArguments(output_dir=str(output_dir / f"seed{seed}" / name), seed=seed, **settings)
+        args = TrainingArguments(
+            output_dir=str(output_dir / f"seed{seed}" / name), seed=seed, overwrite_output_dir=True, **settings
+        )
         logger.info("T-JEPA reproduction, seed %d: %s (%d steps)", seed, name, max_steps)
         result = JepaTrainer(recipe, args).train()
         rows.setdefault(name, []).append({**result.metrics, "seed": seed})

@@ -1,10 +1,11 @@
 """Training: one Accelerate loop for all families (`JepaTrainer`) and the `Recipe` contract a family implements
 (the recipes themselves are in `hf_jepa.recipes`)."""
 
+from .arguments import TrainingArguments
 from .ema import ema_momentum, ema_update_
 from .optim import build_optimizer, parameter_groups, warmup_cosine_lambda
 from .recipe import Recipe, seeded_generator
-from .trainer import JepaTrainer, TrainingArguments, TrainResult
+from .trainer import JepaTrainer, TrainResult
 
 __all__ = [
     "JepaTrainer",

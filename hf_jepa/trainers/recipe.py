@@ -2,12 +2,14 @@
 
 A family's recipe (in `hf_jepa/recipes/<family>.py`) overrides what it needs: `build_model` and `train_batch` always,
 `evaluate` for its metrics, `ema_schedule` when it has an EMA target (the pairs come from the model's `ema_pairs()`),
-`on_log` for diagnostics over training, `finalize` for post-training state that is saved with the model, and
-`save_artifacts` for what ships beside the weights (card, processor, tokenizer).
+`on_log` for diagnostics over training, `finalize` for post-training state that is saved with the model,
+`save_artifacts` for what ships beside the weights (card, processor, tokenizer), and `checkpoint_state` /
+`load_checkpoint_state` for run-time state outside the model's state dict that an exact resume needs.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -62,3 +64,21 @@ class Recipe:
     def save_artifacts(self, model: PreTrainedModel, output_dir: str, metrics: dict, args: Any) -> None:
         """Write what ships beside the weights: the model card, and a processor/tokenizer where the family has one.
         `args` is the run's `TrainingArguments`."""
+
+    def checkpoint_state(self, model: PreTrainedModel) -> dict[str, torch.Tensor]:
+        """Tensors outside `model.state_dict()` that training changes and an exact resume needs (e.g. a non-persistent
+        buffer), saved with each checkpoint as safetensors (main process; they must be identical on every rank).
+        Default: none."""
+        return {}
+
+    def load_checkpoint_state(self, model: PreTrainedModel, state: dict[str, torch.Tensor]) -> None:
+        """Restore what `checkpoint_state` returned (on every process; `state` is empty for a checkpoint without
+        any). Default: nothing."""
+
+    def data_settings(self) -> dict[str, Any]:
+        """The data arguments of the run, stored with checkpoints and compared on resume. Default: the fields of
+        `self.data_args` when it is a dataclass."""
+        data_args = getattr(self, "data_args", None)
+        if dataclasses.is_dataclass(data_args) and not isinstance(data_args, type):
+            return dataclasses.asdict(data_args)
+        return {}

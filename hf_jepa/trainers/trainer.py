@@ -2,7 +2,8 @@
 
 A family plugs in through a `Recipe` (`recipe.py`: how to build its model, draw batch `step` for a rank, which modules are EMA
 targets, how to finish and evaluate the model, what goes on its card); the loop itself holds no family-specific code.
-It runs unchanged in one process, under `accelerate launch` and under `torchrun`.
+It runs unchanged in one process, under `accelerate launch` and under `torchrun`. The output folder rules are in
+`output_dir.py`, the checkpoint format and safe loading in `checkpointing.py`, the settings in `arguments.py`.
 """
 
 import json
@@ -11,67 +12,37 @@ import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import torch
 from accelerate import Accelerator
 from accelerate.state import AcceleratorState, PartialState
-from accelerate.utils import ProjectConfiguration, set_seed
+from accelerate.utils import ProjectConfiguration, broadcast_object_list, set_seed
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel
 
+from . import checkpointing as ckpt
+from .arguments import TrainingArguments
 from .ema import ema_momentum, ema_update_
 from .optim import build_optimizer, warmup_cosine_lambda
+from .output_dir import prepare_output_dir
 from .recipe import Recipe
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass
-class TrainingArguments:
-    """Trainer settings shared by all families (YAML keys / `--set` names of `hf-jepa train`)."""
+class _RunState:
+    """What the loop carries across a crash: steps done, training time, skipped steps, the log, earlier resumes."""
 
-    output_dir: str = "outputs/run"
-    max_steps: int = 1000
-    per_device_batch_size: int = 256
-    learning_rate: float = 1e-3
-    weight_decay: float = 0.05
-    warmup_steps: int = 50
-    min_lr_ratio: float = 0.0
-    gradient_accumulation_steps: int = 1
-    max_grad_norm: float | None = None
-    mixed_precision: str = "no"
-    seed: int = 0
-    logging_steps: int = 50
-    save_steps: int = 0
-    save_total_limit: int | None = 2
-    resume_from_checkpoint: str | None = None
-    log_with: str | None = None
-    cpu: bool = False
-    disable_progress_bar: bool = False
-    save_model: bool = True
+    step: int = 0
+    train_time_s: float = 0.0
+    skipped_steps: int = 0
+    log_history: list[dict] = field(default_factory=list)
+    resumes: list[dict] = field(default_factory=list)
 
-    def __post_init__(self):
-        if self.max_steps <= 0:
-            raise ValueError(f"max_steps must be > 0, got {self.max_steps}")
-        if self.per_device_batch_size <= 1:
-            raise ValueError(
-                f"per_device_batch_size must be > 1 (VICReg statistics need a batch), got {self.per_device_batch_size}"
-            )
-        if self.gradient_accumulation_steps < 1:
-            raise ValueError(f"gradient_accumulation_steps must be >= 1, got {self.gradient_accumulation_steps}")
-        if self.mixed_precision not in ("no", "bf16", "fp16"):
-            raise ValueError(f"mixed_precision must be 'no', 'bf16' or 'fp16', got {self.mixed_precision!r}")
-        if self.warmup_steps < 0 or self.learning_rate <= 0:
-            raise ValueError("warmup_steps must be >= 0 and learning_rate > 0")
-
-
-class _LoopState:
-    """Optimiser-step counter saved with `save_state` so that resumed runs continue at the right batch."""
-
-    def __init__(self):
-        self.step = 0
-
+    # accelerate's `register_for_checkpointing` protocol: only for loading legacy (pickle) checkpoints.
     def state_dict(self):
         return {"step": self.step}
 
@@ -93,9 +64,38 @@ def _configure_cpu_threads(accelerator: Accelerator) -> None:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // accelerator.num_processes))
 
 
+def _on_main(accelerator: Accelerator, fn, share: bool = True):
+    """Run `fn` on the main process only; every process gets its result (`share`) or raises its error, so a refused
+    start fails on every rank instead of leaving the others waiting."""
+    result, error = None, None
+    if accelerator.is_main_process:
+        try:
+            result = fn()
+        except Exception as caught:  # noqa: BLE001 - re-raised below, on every rank
+            error = caught
+    if accelerator.num_processes > 1:
+        payload = [result if share else None, None if error is None else str(error)]
+        broadcast_object_list(payload)
+        if error is None and payload[1] is not None:
+            raise ValueError(payload[1])
+        if share:
+            result = payload[0]
+    if error is not None:
+        raise error
+    return result
+
+
+def _finite_everywhere(accelerator: Accelerator, loss: torch.Tensor) -> bool:
+    finite = bool(torch.isfinite(loss.detach()).all())
+    if accelerator.num_processes > 1:  # every rank must take the same decision (DDP all-reduces in backward)
+        flag = torch.tensor([0.0 if finite else 1.0], device=accelerator.device)
+        finite = accelerator.reduce(flag, reduction="sum").item() == 0
+    return finite
+
+
 class JepaTrainer:
     """Train a recipe's model with AdamW (no decay on biases/norms), warm-up + cosine LR, EMA targets, gradient
-    accumulation, mixed precision, trackers, `save_state` checkpoints with exact resume, and a final
+    accumulation, mixed precision, trackers, atomic safetensors checkpoints with exact resume, and a final
     `save_pretrained` with the model card."""
 
     def __init__(self, recipe: Recipe, args: TrainingArguments):
@@ -113,34 +113,42 @@ class JepaTrainer:
         if stale or (not distributed and world_size == 1):
             # Several runs in one process (reproduction tables) may use different precisions.
             AcceleratorState._reset_state(reset_partial_state=stale)
-        project = ProjectConfiguration(
-            project_dir=args.output_dir,
-            logging_dir=os.path.join(args.output_dir, "logs"),
-            automatic_checkpoint_naming=True,
-            total_limit=args.save_total_limit,
-        )
-        accelerator = Accelerator(
+        project = ProjectConfiguration(project_dir=args.output_dir, logging_dir=os.path.join(args.output_dir, "logs"))
+        return Accelerator(
             cpu=args.cpu or None,
             mixed_precision=args.mixed_precision,
             gradient_accumulation_steps=args.gradient_accumulation_steps,
             log_with=args.log_with,
             project_config=project,
         )
-        # Automatic checkpoint naming restarts at checkpoint_0 in every process, so a resumed run (or a rerun in the
-        # same output_dir) would collide with its own earlier checkpoints: continue after the highest existing one.
-        existing = [
-            int(path.name.rsplit("_", 1)[1])
-            for path in (Path(args.output_dir) / "checkpoints").glob("checkpoint_*")
-            if path.is_dir() and path.name.rsplit("_", 1)[1].isdigit()
-        ]
-        if existing:
-            accelerator.project_configuration.iteration = max(existing) + 1
-        return accelerator
 
     def train(self) -> TrainResult:
-        args, recipe = self.args, self.recipe
+        args = self.args
         accelerator = self._make_accelerator()
         _configure_cpu_threads(accelerator)
+        resuming = bool(args.resume_from_checkpoint)
+        lock = _on_main(
+            accelerator,
+            lambda: prepare_output_dir(args.output_dir, resuming=resuming, overwrite=args.overwrite_output_dir),
+            share=False,
+        )
+        accelerator.wait_for_everyone()
+        try:
+            checkpoint = None
+            if resuming:
+                checkpoint = _on_main(
+                    accelerator,
+                    lambda: ckpt.resolve_checkpoint(
+                        args.resume_from_checkpoint, args.output_dir, args.allow_pickle_checkpoints
+                    ),
+                )
+            return self._train(accelerator, checkpoint)
+        finally:
+            if lock is not None:
+                lock.release()
+
+    def _train(self, accelerator: Accelerator, checkpoint: tuple[Path, bool] | None) -> TrainResult:
+        args, recipe = self.args, self.recipe
         set_seed(args.seed)
         logger.info(
             "Training %s on %s x %d process(es), mixed precision %s",
@@ -151,78 +159,96 @@ class JepaTrainer:
         )
         model = recipe.build_model()
         optimizer = build_optimizer(model, args.learning_rate, args.weight_decay)
-        scheduler = torch.optim.lr_scheduler.LambdaLR(
-            optimizer, warmup_cosine_lambda(args.warmup_steps, args.max_steps, args.min_lr_ratio)
-        )
+        lr_lambda = warmup_cosine_lambda(args.warmup_steps, args.max_steps, args.min_lr_ratio)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda)
         model, optimizer = accelerator.prepare(model, optimizer)
         # The scheduler is stepped by hand once per optimiser step (a prepared one steps once per process).
-        loop = _LoopState()
-        accelerator.register_for_checkpointing(scheduler, loop)
+        unwrapped = accelerator.unwrap_model(model)
+        objects = SimpleNamespace(model=unwrapped, optimizer=optimizer, scheduler=scheduler)
+        objects.settings = ckpt.run_settings(asdict(args), unwrapped.config, recipe.data_settings())
+        run = _RunState()
+        if checkpoint is not None:
+            self._resume(accelerator, checkpoint, objects, run)
         if args.log_with:
             accelerator.init_trackers(recipe.name.replace("-", "_"), config=_flat_config(args, model))
 
-        if args.resume_from_checkpoint:
-            accelerator.load_state(args.resume_from_checkpoint)
-            logger.info("Resumed from %s at step %d", args.resume_from_checkpoint, loop.step)
-
-        unwrapped = accelerator.unwrap_model(model)
         ema_pairs = recipe.ema_pairs(unwrapped)
         momentum_start, momentum_end = recipe.ema_schedule(unwrapped)
-        history: list[dict[str, float]] = []
+        history = run.log_history
         progress = tqdm(
             total=args.max_steps,
-            initial=loop.step,
+            initial=run.step,
             desc=f"train {recipe.name}",
             disable=args.disable_progress_bar or not accelerator.is_local_main_process,
         )
         model.train()
-        start_time = time.perf_counter()
+        time_before, start_time = run.train_time_s, time.perf_counter()
         running: dict[str, float] = {}
         running_count = 0
-        while loop.step < args.max_steps:
-            for micro in range(args.gradient_accumulation_steps):
-                batch = recipe.train_batch(
-                    loop.step * args.gradient_accumulation_steps + micro,
-                    accelerator.process_index,
-                    args.per_device_batch_size,
-                )
-                batch = {k: v.to(accelerator.device) for k, v in batch.items()}
+        accumulation = args.gradient_accumulation_steps
+        while run.step < args.max_steps:
+            snapshot = [b.detach().clone() for b in unwrapped.buffers()] if args.nan_policy == "skip" else None
+            finite, window = True, {}
+            for micro in range(accumulation):
                 with accelerator.accumulate(model):
-                    with accelerator.autocast():
-                        outputs = model(**batch)
-                    loss = outputs.loss
-                    if not torch.isfinite(loss):
-                        raise FloatingPointError(f"non-finite loss {loss.item()} at step {loop.step}")
-                    accelerator.backward(loss)
-                    if args.max_grad_norm and accelerator.sync_gradients:
-                        accelerator.clip_grad_norm_(model.parameters(), args.max_grad_norm)
-                    optimizer.step()
+                    if finite:
+                        batch = recipe.train_batch(
+                            run.step * accumulation + micro, accelerator.process_index, args.per_device_batch_size
+                        )
+                        batch = {k: v.to(accelerator.device) for k, v in batch.items()}
+                        with accelerator.autocast():
+                            outputs = model(**batch)
+                        finite = _finite_everywhere(accelerator, outputs.loss)
+                        if finite:
+                            accelerator.backward(outputs.loss)
+                            if args.max_grad_norm and accelerator.sync_gradients:
+                                accelerator.clip_grad_norm_(model.parameters(), args.max_grad_norm)
+                            optimizer.step()
+                            for key, value in _scalar_outputs(outputs).items():
+                                window[key] = window.get(key, 0.0) + value / accumulation
+                        elif args.nan_policy == "stop":
+                            raise FloatingPointError(
+                                f"non-finite loss ({outputs.loss.item()} on process {accelerator.process_index}, "
+                                f"non-finite on at least one) at optimiser step {run.step + 1}, micro-batch {micro}: "
+                                "training stopped; this step was not applied or saved (the last complete checkpoint "
+                                "is intact). Set nan_policy='skip' to skip such steps."
+                            )
                     optimizer.zero_grad(set_to_none=True)
-                for key, value in _scalar_outputs(outputs).items():
-                    running[key] = running.get(key, 0.0) + value / args.gradient_accumulation_steps
-            running_count += 1
 
+            momentum = ema_momentum(run.step, args.max_steps, momentum_start, momentum_end)
+            if finite:
+                for key, value in window.items():
+                    running[key] = running.get(key, 0.0) + value
+                running_count += 1
+                for online, target in ema_pairs:
+                    ema_update_(target, online, momentum)
+            else:  # nan_policy="skip": no optimiser step, no EMA update, the buffers as before the forward passes
+                with torch.no_grad():
+                    for buffer, saved in zip(unwrapped.buffers(), snapshot):
+                        buffer.copy_(saved)
+                run.skipped_steps += 1
+                logger.warning("Non-finite loss at optimiser step %d: step skipped (nan_policy='skip')", run.step + 1)
             scheduler.step()
-            momentum = ema_momentum(loop.step, args.max_steps, momentum_start, momentum_end)
-            for online, target in ema_pairs:
-                ema_update_(target, online, momentum)
-            loop.step += 1
+            run.step += 1
             progress.update(1)
 
-            if loop.step % args.logging_steps == 0 or loop.step == args.max_steps:
-                record = {k: v / running_count for k, v in running.items()}
-                record.update(step=loop.step, lr=scheduler.get_last_lr()[0], ema_momentum=momentum)
-                record["elapsed_s"] = time.perf_counter() - start_time
+            if run.step % args.logging_steps == 0 or run.step == args.max_steps:
+                record = {k: v / running_count for k, v in running.items()} if running_count else {}
+                record.update(step=run.step, lr=scheduler.get_last_lr()[0], ema_momentum=momentum)
+                record["elapsed_s"] = time_before + time.perf_counter() - start_time
+                if args.nan_policy == "skip":
+                    record["skipped_steps"] = run.skipped_steps
                 if accelerator.is_main_process:
-                    record.update(recipe.on_log(unwrapped, loop.step, record))
+                    record.update(recipe.on_log(unwrapped, run.step, record))
                 history.append(record)
-                accelerator.log({k: v for k, v in record.items() if k != "step"}, step=loop.step)
+                accelerator.log({k: v for k, v in record.items() if k != "step"}, step=run.step)
                 progress.set_postfix(loss=f"{record.get('loss', float('nan')):.4f}")
                 running, running_count = {}, 0
-            if args.save_steps and loop.step % args.save_steps == 0 and loop.step < args.max_steps:
-                accelerator.save_state()
+            if args.save_steps and run.step % args.save_steps == 0 and run.step < args.max_steps:
+                run.train_time_s = time_before + time.perf_counter() - start_time
+                self._save_checkpoint(accelerator, objects, run)
         progress.close()
-        train_time = time.perf_counter() - start_time
+        train_time = time_before + time.perf_counter() - start_time
         accelerator.wait_for_everyone()
 
         unwrapped = accelerator.unwrap_model(model)
@@ -235,22 +261,119 @@ class JepaTrainer:
             metrics["train_steps"] = args.max_steps
             metrics["num_processes"] = accelerator.num_processes
             metrics["device"] = str(accelerator.device)
+            if run.skipped_steps:
+                metrics["skipped_steps"] = run.skipped_steps
+            changes = ckpt.describe_changes(run.resumes)
+            if changes:
+                metrics["settings_changed_on_resume"] = changes
             if args.save_model:
-                self._save(unwrapped, metrics, history)
+                self._save(unwrapped, metrics, history, run.resumes)
         accelerator.wait_for_everyone()
         if args.log_with:
             accelerator.end_training()
         return TrainResult(model=unwrapped, metrics=metrics, history=history, train_time_s=train_time)
 
-    def _save(self, model: PreTrainedModel, metrics: dict, history: list[dict]) -> None:
+    # ------------------------------------------------------------------------------------------ checkpoints
+
+    def _save_checkpoint(self, accelerator: Accelerator, objects: SimpleNamespace, run: _RunState) -> None:
+        """Write `checkpoints/checkpoint-<step>` through a temporary folder (see `checkpointing.py`)."""
+        args = self.args
+        accelerator.wait_for_everyone()
+        folder = Path(_on_main(accelerator, lambda: str(ckpt.begin_checkpoint(args.output_dir, run.step))))
+        ckpt.save_state_files(folder, f"rng_state_{accelerator.process_index}", ckpt.rng_state())
+        accelerator.wait_for_everyone()
+
+        def write_and_finish():
+            trainer_state = {
+                "step": run.step,
+                "train_time_s": run.train_time_s,
+                "skipped_steps": run.skipped_steps,
+                "log_history": json.loads(json.dumps(run.log_history, default=float)),
+                "resumes": run.resumes,
+                "scheduler": objects.scheduler.state_dict(),
+            }
+            if accelerator.scaler is not None:
+                trainer_state["scaler"] = accelerator.scaler.state_dict()
+            recipe_state = self.recipe.checkpoint_state(objects.model)
+            ckpt.write_main_files(
+                folder, objects.model, objects.optimizer.state_dict(), trainer_state, recipe_state, objects.settings
+            )
+            final = ckpt.finish_checkpoint(folder, run.step, objects.settings, args.save_total_limit)
+            logger.info("Saved checkpoint %s", final)
+
+        _on_main(accelerator, write_and_finish, share=False)
+
+    def _resume(self, accelerator: Accelerator, checkpoint: tuple[Path, bool], objects: SimpleNamespace, run) -> None:
+        args = self.args
+        folder, legacy = Path(checkpoint[0]), checkpoint[1]
+        if legacy:  # allow_pickle_checkpoints=True: accelerate's own (pickle) format, no settings to compare
+            accelerator.register_for_checkpointing(objects.scheduler, run)
+            accelerator.load_state(str(folder))
+            run.resumes.append({"step": run.step, "checkpoint": str(folder), "changes": {}})
+            logger.info("Resumed from the pickle checkpoint %s at step %d", folder, run.step)
+            return
+        saved = json.loads((folder / "settings.json").read_text())
+        differences = ckpt.settings_differences(saved, objects.settings)
+        refused = ckpt.disallowed(differences, args.resume_allow_changes)
+        if refused:
+            names = ", ".join(key.split(".", 1)[1] for key in refused)
+            raise ValueError(
+                f"resume_from_checkpoint {folder}: these settings differ from the run that wrote it:\n"
+                f"{ckpt.format_differences(differences, refused)}\n"
+                f"Resume with the checkpoint's settings, or allow the change with resume_allow_changes=[{names}] "
+                "(it is then recorded in training_args.json and on the card)."
+            )
+        state = ckpt.load_state_files(folder, "trainer_state")
+        if state["step"] > args.max_steps:
+            raise ValueError(
+                f"resume_from_checkpoint {folder} is at step {state['step']}, past max_steps={args.max_steps}: "
+                f"set max_steps >= {state['step']}"
+            )
+        if differences:
+            logger.warning("Resuming with changed settings (allowed):\n%s", ckpt.format_differences(differences))
+        fresh_groups = [{k: v for k, v in g.items() if k != "params"} for g in objects.optimizer.param_groups]
+        try:
+            from safetensors.torch import load_model
+
+            load_model(objects.model, str(folder / "model.safetensors"))
+            objects.optimizer.load_state_dict(ckpt.load_state_files(folder, "optimizer"))
+        except (RuntimeError, ValueError, KeyError) as error:
+            raise ValueError(f"resume_from_checkpoint {folder}: its state does not fit this model ({error})") from error
+        objects.scheduler.load_state_dict(state["scheduler"])
+        if differences:  # the allowed new optimiser settings apply from here on
+            ckpt.apply_hyperparameters(objects.optimizer, objects.scheduler, fresh_groups)
+        if "scaler" in state and accelerator.scaler is not None:
+            accelerator.scaler.load_state_dict(state["scaler"])
+        recipe_file = folder / "recipe_state.safetensors"
+        recipe_state = ckpt.load_file(str(recipe_file)) if recipe_file.exists() else {}
+        self.recipe.load_checkpoint_state(objects.model, recipe_state)
+        rng_name = f"rng_state_{accelerator.process_index}"
+        if (folder / f"{rng_name}.json").exists():
+            ckpt.set_rng_state(ckpt.load_state_files(folder, rng_name))
+        else:
+            logger.warning(
+                "%s has no random state for process %d: resume may not be exact", folder, accelerator.process_index
+            )
+        run.step, run.train_time_s, run.skipped_steps = state["step"], state["train_time_s"], state["skipped_steps"]
+        run.log_history = list(state["log_history"])
+        run.resumes = list(state["resumes"]) + [{"step": run.step, "checkpoint": str(folder), "changes": differences}]
+        later = [p.name for s, p in ckpt.complete_checkpoints(args.output_dir) if s > run.step]
+        if later:
+            logger.warning("Checkpoints after step %d (%s) will be replaced as this run reaches them", run.step, later)
+        logger.info("Resumed from %s at step %d", folder, run.step)
+
+    def _save(self, model: PreTrainedModel, metrics: dict, history: list[dict], resumes: list[dict]) -> None:
         output_dir = Path(self.args.output_dir)
         output_dir.mkdir(parents=True, exist_ok=True)
         model.save_pretrained(output_dir)
         (output_dir / "eval_results.json").write_text(json.dumps(metrics, indent=2, default=float))
-        (output_dir / "training_args.json").write_text(json.dumps(asdict(self.args), indent=2))
+        record = asdict(self.args)
+        if resumes:  # what actually ran: the resumes, and the settings changed at each
+            record["resumes"] = resumes
+        (output_dir / "training_args.json").write_text(json.dumps(record, indent=2, default=str))
         with open(output_dir / "training_log.jsonl", "w") as handle:
-            for record in history:
-                handle.write(json.dumps(record) + "\n")
+            for entry in history:
+                handle.write(json.dumps(entry, default=float) + "\n")
         self.recipe.save_artifacts(model, str(output_dir), metrics, self.args)
         logger.info("Saved model, metrics and card to %s", output_dir)
 

@@ -1,0 +1,123 @@
+"""`TrainingArguments`: the trainer settings shared by all families, validated by type and range on construction."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+NAN_POLICIES = ("stop", "skip")
+MIXED_PRECISIONS = ("no", "bf16", "fp16")
+
+
+@dataclass
+class TrainingArguments:
+    """Trainer settings shared by all families (YAML keys / `--set` names of `hf-jepa train`).
+
+    Output folder and resume (see docs/reliability.md):
+        overwrite_output_dir: a non-empty `output_dir` is refused unless this is set (the folder is then cleared
+            first) or a resume is asked for.
+        resume_from_checkpoint: `"latest"` (the highest complete checkpoint under `output_dir/checkpoints`) or the
+            path of a checkpoint folder.
+        resume_allow_changes: settings that may differ from the checkpoint's run when resuming: a list of names
+            (`learning_rate`, or `train.`/`model.`/`data.`-prefixed), or `True` for any. Default: none, so a resume
+            with changed settings is refused with the list of differences.
+        allow_pickle_checkpoints: UNSAFE. Resume from a checkpoint that holds pickle files (`*.pkl`, `*.bin`,
+            `*.pt`: accelerate's `save_state` format). Unpickling runs whatever code the file holds: only for
+            checkpoints you wrote yourself.
+        nan_policy: on a non-finite loss, `"stop"` (raise, naming the step) or `"skip"` (skip the optimiser step and
+            the EMA update, restore the model's buffers, count it in the log's `skipped_steps`).
+    """
+
+    output_dir: str = "outputs/run"
+    max_steps: int = 1000
+    per_device_batch_size: int = 256
+    learning_rate: float = 1e-3
+    weight_decay: float = 0.05
+    warmup_steps: int = 50
+    min_lr_ratio: float = 0.0
+    gradient_accumulation_steps: int = 1
+    max_grad_norm: float | None = None
+    mixed_precision: str = "no"
+    seed: int = 0
+    logging_steps: int = 50
+    save_steps: int = 0
+    save_total_limit: int | None = 2
+    resume_from_checkpoint: str | None = None
+    log_with: str | None = None
+    cpu: bool = False
+    disable_progress_bar: bool = False
+    save_model: bool = True
+    overwrite_output_dir: bool = False
+    resume_allow_changes: bool | list[str] | None = None
+    allow_pickle_checkpoints: bool = False
+    nan_policy: str = "stop"
+
+    def __post_init__(self):
+        _check_str("output_dir", self.output_dir)
+        _check_int("max_steps", self.max_steps, minimum=1)
+        _check_int(
+            "per_device_batch_size", self.per_device_batch_size, minimum=2, why=" (VICReg statistics need a batch)"
+        )
+        _check_float("learning_rate", self.learning_rate, minimum=0.0, inclusive=False)
+        _check_float("weight_decay", self.weight_decay, minimum=0.0)
+        _check_int("warmup_steps", self.warmup_steps, minimum=0)
+        _check_float("min_lr_ratio", self.min_lr_ratio, minimum=0.0, maximum=1.0)
+        _check_int("gradient_accumulation_steps", self.gradient_accumulation_steps, minimum=1)
+        if self.max_grad_norm is not None:
+            _check_float("max_grad_norm", self.max_grad_norm, minimum=0.0, inclusive=False, none_ok=True)
+        _check_choice("mixed_precision", self.mixed_precision, MIXED_PRECISIONS)
+        _check_int("seed", self.seed, minimum=0)
+        _check_int("logging_steps", self.logging_steps, minimum=1)
+        _check_int("save_steps", self.save_steps, minimum=0)
+        if self.save_total_limit is not None:
+            _check_int("save_total_limit", self.save_total_limit, minimum=1, none_ok=True)
+        for name in ("resume_from_checkpoint", "log_with"):
+            if getattr(self, name) is not None:
+                _check_str(name, getattr(self, name))
+        for name in ("cpu", "disable_progress_bar", "save_model", "overwrite_output_dir", "allow_pickle_checkpoints"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        _check_choice("nan_policy", self.nan_policy, NAN_POLICIES)
+        self.resume_allow_changes = _allowed_changes(self.resume_allow_changes)
+        if self.overwrite_output_dir and self.resume_from_checkpoint:
+            raise ValueError(
+                "overwrite_output_dir clears output_dir, and resume_from_checkpoint continues a run: set only one"
+            )
+
+
+def _check_str(name: str, value) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{name} must be a non-empty string, got {value!r}")
+
+
+def _check_int(name: str, value, minimum: int, why: str = "", none_ok: bool = False) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        kind = "an integer" + (" or null" if none_ok else "")
+        raise ValueError(f"{name} must be {kind} >= {minimum}{why}, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}{why}, got {value}")
+
+
+def _check_float(name, value, minimum, maximum=None, inclusive=True, none_ok=False) -> None:
+    ok_type = isinstance(value, (int, float)) and not isinstance(value, bool)
+    low_ok = ok_type and (value >= minimum if inclusive else value > minimum)
+    if not ok_type or not math.isfinite(value) or not low_ok or (maximum is not None and value > maximum):
+        bound = f"in [{minimum}, {maximum}]" if maximum is not None else f"{'>=' if inclusive else '>'} {minimum}"
+        kind = "a finite number" + (" (or null)" if none_ok else "")
+        raise ValueError(f"{name} must be {kind} {bound}, got {value!r}")
+
+
+def _check_choice(name: str, value, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(repr(c) for c in choices)}, got {value!r}")
+
+
+def _allowed_changes(value) -> bool | list[str] | None:
+    """`resume_allow_changes` as None, True/False or a list of setting names (a comma-separated string is split)."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        value = [part.strip() for part in value.split(",") if part.strip()]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value):
+        raise ValueError(f"resume_allow_changes must be true/false or a list of setting names, got {value!r}")
+    return list(value)
