@@ -19,11 +19,28 @@ import torch
 from accelerate import Accelerator
 from accelerate.state import AcceleratorState, PartialState
 from accelerate.utils import ProjectConfiguration, broadcast_object_list, set_seed
+from safetensors.torch import load_file
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel
 
-from . import checkpointing as ckpt
 from .arguments import TrainingArguments
+from .checkpointing import (
+    apply_hyperparameters,
+    begin_checkpoint,
+    complete_checkpoints,
+    describe_changes,
+    disallowed,
+    finish_checkpoint,
+    format_differences,
+    load_state_files,
+    resolve_checkpoint,
+    rng_state,
+    run_settings,
+    save_state_files,
+    set_rng_state,
+    settings_differences,
+    write_main_files,
+)
 from .ema import ema_momentum, ema_update_
 from .optim import build_optimizer, warmup_cosine_lambda
 from .output_dir import prepare_output_dir
@@ -138,7 +155,7 @@ class JepaTrainer:
             if resuming:
                 checkpoint = _on_main(
                     accelerator,
-                    lambda: ckpt.resolve_checkpoint(
+                    lambda: resolve_checkpoint(
                         args.resume_from_checkpoint, args.output_dir, args.allow_pickle_checkpoints
                     ),
                 )
@@ -165,7 +182,7 @@ class JepaTrainer:
         # The scheduler is stepped by hand once per optimiser step (a prepared one steps once per process).
         unwrapped = accelerator.unwrap_model(model)
         objects = SimpleNamespace(model=unwrapped, optimizer=optimizer, scheduler=scheduler)
-        objects.settings = ckpt.run_settings(asdict(args), unwrapped.config, recipe.data_settings())
+        objects.settings = run_settings(asdict(args), unwrapped.config, recipe.data_settings())
         run = _RunState()
         if checkpoint is not None:
             self._resume(accelerator, checkpoint, objects, run)
@@ -263,7 +280,7 @@ class JepaTrainer:
             metrics["device"] = str(accelerator.device)
             if run.skipped_steps:
                 metrics["skipped_steps"] = run.skipped_steps
-            changes = ckpt.describe_changes(run.resumes)
+            changes = describe_changes(run.resumes)
             if changes:
                 metrics["settings_changed_on_resume"] = changes
             if args.save_model:
@@ -279,8 +296,8 @@ class JepaTrainer:
         """Write `checkpoints/checkpoint-<step>` through a temporary folder (see `checkpointing.py`)."""
         args = self.args
         accelerator.wait_for_everyone()
-        folder = Path(_on_main(accelerator, lambda: str(ckpt.begin_checkpoint(args.output_dir, run.step))))
-        ckpt.save_state_files(folder, f"rng_state_{accelerator.process_index}", ckpt.rng_state())
+        folder = Path(_on_main(accelerator, lambda: str(begin_checkpoint(args.output_dir, run.step))))
+        save_state_files(folder, f"rng_state_{accelerator.process_index}", rng_state())
         accelerator.wait_for_everyone()
 
         def write_and_finish():
@@ -295,10 +312,10 @@ class JepaTrainer:
             if accelerator.scaler is not None:
                 trainer_state["scaler"] = accelerator.scaler.state_dict()
             recipe_state = self.recipe.checkpoint_state(objects.model)
-            ckpt.write_main_files(
+            write_main_files(
                 folder, objects.model, objects.optimizer.state_dict(), trainer_state, recipe_state, objects.settings
             )
-            final = ckpt.finish_checkpoint(folder, run.step, objects.settings, args.save_total_limit)
+            final = finish_checkpoint(folder, run.step, objects.settings, args.save_total_limit)
             logger.info("Saved checkpoint %s", final)
 
         _on_main(accelerator, write_and_finish, share=False)
@@ -313,43 +330,43 @@ class JepaTrainer:
             logger.info("Resumed from the pickle checkpoint %s at step %d", folder, run.step)
             return
         saved = json.loads((folder / "settings.json").read_text())
-        differences = ckpt.settings_differences(saved, objects.settings)
-        refused = ckpt.disallowed(differences, args.resume_allow_changes)
+        differences = settings_differences(saved, objects.settings)
+        refused = disallowed(differences, args.resume_allow_changes)
         if refused:
             names = ", ".join(key.split(".", 1)[1] for key in refused)
             raise ValueError(
                 f"resume_from_checkpoint {folder}: these settings differ from the run that wrote it:\n"
-                f"{ckpt.format_differences(differences, refused)}\n"
+                f"{format_differences(differences, refused)}\n"
                 f"Resume with the checkpoint's settings, or allow the change with resume_allow_changes=[{names}] "
                 "(it is then recorded in training_args.json and on the card)."
             )
-        state = ckpt.load_state_files(folder, "trainer_state")
+        state = load_state_files(folder, "trainer_state")
         if state["step"] > args.max_steps:
             raise ValueError(
                 f"resume_from_checkpoint {folder} is at step {state['step']}, past max_steps={args.max_steps}: "
                 f"set max_steps >= {state['step']}"
             )
         if differences:
-            logger.warning("Resuming with changed settings (allowed):\n%s", ckpt.format_differences(differences))
+            logger.warning("Resuming with changed settings (allowed):\n%s", format_differences(differences))
         fresh_groups = [{k: v for k, v in g.items() if k != "params"} for g in objects.optimizer.param_groups]
         try:
             from safetensors.torch import load_model
 
             load_model(objects.model, str(folder / "model.safetensors"))
-            objects.optimizer.load_state_dict(ckpt.load_state_files(folder, "optimizer"))
+            objects.optimizer.load_state_dict(load_state_files(folder, "optimizer"))
         except (RuntimeError, ValueError, KeyError) as error:
             raise ValueError(f"resume_from_checkpoint {folder}: its state does not fit this model ({error})") from error
         objects.scheduler.load_state_dict(state["scheduler"])
         if differences:  # the allowed new optimiser settings apply from here on
-            ckpt.apply_hyperparameters(objects.optimizer, objects.scheduler, fresh_groups)
+            apply_hyperparameters(objects.optimizer, objects.scheduler, fresh_groups)
         if "scaler" in state and accelerator.scaler is not None:
             accelerator.scaler.load_state_dict(state["scaler"])
         recipe_file = folder / "recipe_state.safetensors"
-        recipe_state = ckpt.load_file(str(recipe_file)) if recipe_file.exists() else {}
+        recipe_state = load_file(str(recipe_file)) if recipe_file.exists() else {}
         self.recipe.load_checkpoint_state(objects.model, recipe_state)
         rng_name = f"rng_state_{accelerator.process_index}"
         if (folder / f"{rng_name}.json").exists():
-            ckpt.set_rng_state(ckpt.load_state_files(folder, rng_name))
+            set_rng_state(load_state_files(folder, rng_name))
         else:
             logger.warning(
                 "%s has no random state for process %d: resume may not be exact", folder, accelerator.process_index
@@ -357,7 +374,7 @@ class JepaTrainer:
         run.step, run.train_time_s, run.skipped_steps = state["step"], state["train_time_s"], state["skipped_steps"]
         run.log_history = list(state["log_history"])
         run.resumes = list(state["resumes"]) + [{"step": run.step, "checkpoint": str(folder), "changes": differences}]
-        later = [p.name for s, p in ckpt.complete_checkpoints(args.output_dir) if s > run.step]
+        later = [p.name for s, p in complete_checkpoints(args.output_dir) if s > run.step]
         if later:
             logger.warning("Checkpoints after step %d (%s) will be replaced as this run reaches them", run.step, later)
         logger.info("Resumed from %s at step %d", folder, run.step)
