@@ -25,6 +25,7 @@ from hf_jepa.recipes.epm_jepa import EpmJepaDataArguments, EpmJepaRecipe
 from hf_jepa.testing.harness import train_quickly
 from hf_jepa.trainers import JepaTrainer, TrainingArguments
 from hf_jepa.trainers import checkpointing as ckpt
+from hf_jepa.trainers import trainer as trainer_module
 from hf_jepa.trainers.output_dir import LOCK_NAME, acquire_lock
 
 ROOT = Path(hf_jepa.__file__).resolve().parent.parent
@@ -49,7 +50,11 @@ class Recipe(BroJepaRecipe):
         self.requests.append(step)
         batch = super().train_batch(step, rank, batch_size)
         if self.poison.get(step) == "nan":
-            batch["pixel_values"] = torch.full_like(batch["pixel_values"], float("nan"))
+            # Finite pixels (the model refuses NaN inputs) of alternating sign, so large that the encoder's sums
+            # overflow to +inf and -inf and meet: a NaN loss at this very step.
+            signs = torch.ones_like(batch["pixel_values"]).flatten()
+            signs[1::2] = -1
+            batch["pixel_values"] = 3e38 * signs.view_as(batch["pixel_values"])
         elif self.poison.get(step) == "crash":
             raise KeyboardInterrupt("simulated crash")
         elif self.poison.get(step) == "slow":
@@ -186,12 +191,12 @@ def test_rotation_deletes_only_after_the_new_checkpoint_is_complete(embedded_spl
 
     real_write = ckpt.write_main_files
 
-    def failing_write(folder, *args):
+    def failing_write(folder, *args):  # the disk fills up while checkpoint 6 is written
         if folder.name.endswith("-6"):
             raise OSError("disk full")
         return real_write(folder, *args)
 
-    monkeypatch.setattr(ckpt, "write_main_files", failing_write)
+    monkeypatch.setattr(trainer_module, "write_main_files", failing_write)
     with pytest.raises(OSError, match="disk full"):
         train(embedded_splits, tmp_path / "b", max_steps=7, save_steps=2, save_total_limit=1)
     root = tmp_path / "b" / "checkpoints"

@@ -421,7 +421,7 @@ class BroJepaModel(BroJepaPreTrainedModel):
             )
         if pixel_values.shape[0] == 0:
             raise ValueError(f"{name} is empty (batch size 0): pass at least one image")
-        return _finite_pixels(pixel_values, name, self.context_encoder.backbone.projection.weight.dtype)
+        return _finite_pixels(pixel_values, name, self.dtype)
 
     def _check_operations(self, operations, batch_size) -> torch.Tensor:
         modulus = self.config.modulus
