@@ -25,6 +25,7 @@ from hf_jepa.recipes.epm_jepa import EpmJepaDataArguments, EpmJepaRecipe
 from hf_jepa.testing.harness import train_quickly
 from hf_jepa.trainers import JepaTrainer, TrainingArguments
 from hf_jepa.trainers import checkpointing as ckpt
+from hf_jepa.trainers import trainer as trainer_module
 from hf_jepa.trainers.output_dir import LOCK_NAME, acquire_lock
 
 ROOT = Path(hf_jepa.__file__).resolve().parent.parent
@@ -191,7 +192,8 @@ def test_rotation_deletes_only_after_the_new_checkpoint_is_complete(embedded_spl
             raise OSError("disk full")
         return real_write(folder, *args)
 
-    monkeypatch.setattr(ckpt, "write_main_files", failing_write)
+    # the trainer imports the function by name: patch it where it is called
+    monkeypatch.setattr(trainer_module, "write_main_files", failing_write)
     with pytest.raises(OSError, match="disk full"):
         train(embedded_splits, tmp_path / "b", max_steps=7, save_steps=2, save_total_limit=1)
     root = tmp_path / "b" / "checkpoints"
