@@ -63,7 +63,9 @@ def _train(family: str, settings: list[str], output_dir: Path, config: Path, env
     result = subprocess.run(command, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - started
     if result.returncode != 0:
-        return {"ok": False, "error": (result.stderr.strip().splitlines() or ["?"])[-1], "wall_s": wall}
+        lines = result.stderr.strip().splitlines() or ["?"]
+        errors = [line[line.index("error:") :] for line in lines if "error:" in line]  # the CLI's one-line error
+        return {"ok": False, "error": (errors or lines)[-1], "wall_s": wall}
     metrics = json.loads((output_dir / "eval_results.json").read_text())
     return {"ok": True, "metrics": metrics, "wall_s": wall, "reload": _reload_check(output_dir)}
 
@@ -92,6 +94,12 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--out", default="reports/device_check.md")
     parser.add_argument("--work-dir", default=None, help="where runs are written (default: a temporary folder)")
+    parser.add_argument(
+        "--reproductions",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="run every family's `reproduce --quick` (default: on, except with --smoke: minutes on a CPU)",
+    )
     args = parser.parse_args(argv)
 
     import torch
@@ -118,7 +126,8 @@ def main(argv=None) -> int:
         "warmup_steps=2",
     ]
     runs = []  # (label, family, settings, needs reasoner dir)
-    text = ["data=embedded", "per_device_batch_size=16", "max_length=128", "downstream=false"]
+    # The tiny preset's BERT has 64 positions; the full one 512.
+    text = ["data=embedded", "per_device_batch_size=16", f"max_length={64 if args.smoke else 128}", "downstream=false"]
     reasoning = ["per_device_batch_size=8", "num_train_examples=512", "num_eval_examples=32"]
     for config_name in ("fsdp2.yaml", "multi_gpu_ddp.yaml"):
         config = _single_process_config(config_name, work, cpu)
@@ -165,8 +174,13 @@ def main(argv=None) -> int:
             )
         print(lines[-1], flush=True)
 
-    lines += ["", "| reproduction (--quick) | exit | wall (s) |", "|---|---:|---:|"]
-    for family in ("bro-jepa", "epm-jepa", "t-jepa", "jepa-reasoner"):
+    reproductions = ("bro-jepa", "epm-jepa", "t-jepa", "jepa-reasoner")
+    if args.reproductions is False or (args.reproductions is None and args.smoke):
+        reproductions = ()
+        lines += ["", "Reproductions skipped (--smoke: each takes minutes on a CPU; --reproductions runs them)."]
+    else:
+        lines += ["", "| reproduction (--quick) | exit | wall (s) |", "|---|---:|---:|"]
+    for family in reproductions:
         command = [
             sys.executable,
             "-m",

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 NAN_POLICIES = ("stop", "skip")
 MIXED_PRECISIONS = ("no", "bf16", "fp16")
+FSDP_MODES = ("fully_shard",)
 
 
 @dataclass
@@ -26,6 +27,14 @@ class TrainingArguments:
             checkpoints you wrote yourself.
         nan_policy: on a non-finite loss, `"stop"` (raise, naming the step) or `"skip"` (skip the optimiser step and
             the EMA update, restore the model's buffers, count it in the log's `skipped_steps`).
+
+    Scaling (see `sharding.py` and README "Scaling"):
+        gradient_checkpointing: recompute each transformer block's activations in the backward pass
+            (transformers' `activation_checkpointing_enable`); refused for a model class without support.
+        fsdp: `"fully_shard"` applies torch's native FSDP2 (`torch.distributed.fsdp.fully_shard`) to each of the
+            model's `_no_split_modules` blocks and to the root before the optimiser is built (needs a distributed
+            launch: torchrun / `accelerate launch` with the DDP or CPU config, not accelerate's FSDP config). Works on
+            CPU (gloo) and GPU (nccl). Default: None (accelerate's own wrapping: DDP, or its FSDP/DeepSpeed plugins).
     """
 
     output_dir: str = "outputs/run"
@@ -51,6 +60,8 @@ class TrainingArguments:
     resume_allow_changes: bool | list[str] | None = None
     allow_pickle_checkpoints: bool = False
     nan_policy: str = "stop"
+    gradient_checkpointing: bool = False
+    fsdp: str | None = None
 
     def __post_init__(self):
         _check_str("output_dir", self.output_dir)
@@ -74,7 +85,10 @@ class TrainingArguments:
         for name in ("resume_from_checkpoint", "log_with"):
             if getattr(self, name) is not None:
                 _check_str(name, getattr(self, name))
-        for name in ("cpu", "disable_progress_bar", "save_model", "overwrite_output_dir", "allow_pickle_checkpoints"):
+        if self.fsdp is not None:
+            _check_choice("fsdp", self.fsdp, FSDP_MODES)
+        flags = ("cpu", "disable_progress_bar", "save_model", "overwrite_output_dir", "allow_pickle_checkpoints")
+        for name in (*flags, "gradient_checkpointing"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
         _check_choice("nan_policy", self.nan_policy, NAN_POLICIES)

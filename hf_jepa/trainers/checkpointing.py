@@ -305,6 +305,10 @@ def write_main_files(folder: Path, model, optimizer_state: dict, trainer_state: 
     """(Main process) everything but the per-process random states."""
     from safetensors.torch import save_model
 
+    from .sharding import refuse_dtensors
+
+    refuse_dtensors(model.state_dict(), f"checkpoint {folder}")
+    refuse_dtensors(optimizer_state.get("state", {}), f"checkpoint {folder} (optimizer)")
     save_model(model, str(folder / "model.safetensors"))
     save_state_files(folder, "optimizer", optimizer_state)
     save_state_files(folder, "trainer_state", trainer_state)

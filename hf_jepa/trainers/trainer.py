@@ -45,6 +45,19 @@ from .ema import ema_momentum, ema_update_
 from .optim import build_optimizer, warmup_cosine_lambda
 from .output_dir import prepare_output_dir
 from .recipe import Recipe
+from .sharding import (
+    apply_fully_shard,
+    enable_gradient_checkpointing,
+    full_model_from_state,
+    gather_full_state_dict,
+    holds_sharded_parameters,
+    peak_memory_gib,
+    quiet_non_main_logging,
+    reduce_mean,
+    refuse_sharded_checkpoints,
+    reset_peak_memory,
+    set_deepspeed_batch_size,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -140,9 +153,17 @@ class JepaTrainer:
         )
 
     def train(self) -> TrainResult:
-        args = self.args
         accelerator = self._make_accelerator()
         _configure_cpu_threads(accelerator)
+        quieted = quiet_non_main_logging(accelerator)
+        try:
+            return self._train_in_folder(accelerator)
+        finally:
+            if quieted is not None:
+                quieted[0].setLevel(quieted[1])
+
+    def _train_in_folder(self, accelerator: Accelerator) -> TrainResult:
+        args = self.args
         resuming = bool(args.resume_from_checkpoint)
         lock = _on_main(
             accelerator,
@@ -174,11 +195,22 @@ class JepaTrainer:
             accelerator.num_processes,
             accelerator.mixed_precision,
         )
+        reset_peak_memory(accelerator.device)
         model = recipe.build_model()
+        if args.gradient_checkpointing:
+            enable_gradient_checkpointing(model)
+        if args.fsdp == "fully_shard":  # torch-native FSDP2: shards in place; accelerate must not wrap it in DDP
+            model = apply_fully_shard(model.to(accelerator.device), accelerator.device)
         optimizer = build_optimizer(model, args.learning_rate, args.weight_decay)
         lr_lambda = warmup_cosine_lambda(args.warmup_steps, args.max_steps, args.min_lr_ratio)
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda)
-        model, optimizer = accelerator.prepare(model, optimizer)
+        set_deepspeed_batch_size(accelerator, args.per_device_batch_size)
+        if args.fsdp == "fully_shard":
+            optimizer = accelerator.prepare(optimizer)
+        else:
+            model, optimizer = accelerator.prepare(model, optimizer)
+        refuse_sharded_checkpoints(args, accelerator, model)
+        sharded = holds_sharded_parameters(accelerator, model)
         # The scheduler is stepped by hand once per optimiser step (a prepared one steps once per process).
         unwrapped = accelerator.unwrap_model(model)
         objects = SimpleNamespace(model=unwrapped, optimizer=optimizer, scheduler=scheduler)
@@ -251,12 +283,15 @@ class JepaTrainer:
 
             if run.step % args.logging_steps == 0 or run.step == args.max_steps:
                 record = {k: v / running_count for k, v in running.items()} if running_count else {}
+                record = reduce_mean(accelerator, record)  # the mean over ranks of each rank's mean
                 record.update(step=run.step, lr=scheduler.get_last_lr()[0], ema_momentum=momentum)
                 record["elapsed_s"] = time_before + time.perf_counter() - start_time
                 if args.nan_policy == "skip":
                     record["skipped_steps"] = run.skipped_steps
-                if accelerator.is_main_process:
-                    record.update(recipe.on_log(unwrapped, run.step, record))
+                if accelerator.is_main_process or sharded:  # a sharded forward is a collective: every rank runs it
+                    extra = recipe.on_log(unwrapped, run.step, record)
+                    if accelerator.is_main_process:
+                        record.update(extra)
                 history.append(record)
                 accelerator.log({k: v for k, v in record.items() if k != "step"}, step=run.step)
                 progress.set_postfix(loss=f"{record.get('loss', float('nan')):.4f}")
@@ -269,6 +304,12 @@ class JepaTrainer:
         accelerator.wait_for_everyone()
 
         unwrapped = accelerator.unwrap_model(model)
+        if sharded:
+            # Every rank gathers; the main process evaluates and saves a fresh unsharded model (see sharding.py).
+            state = gather_full_state_dict(accelerator, model)
+            if accelerator.is_main_process:
+                unwrapped = full_model_from_state(recipe, state, accelerator.device)
+            del state
         unwrapped.eval()
         metrics: dict[str, Any] = {}
         if accelerator.is_main_process:
@@ -278,6 +319,9 @@ class JepaTrainer:
             metrics["train_steps"] = args.max_steps
             metrics["num_processes"] = accelerator.num_processes
             metrics["device"] = str(accelerator.device)
+            peak = peak_memory_gib(accelerator.device)
+            if peak is not None:
+                metrics["peak_memory_gib"] = peak
             if run.skipped_steps:
                 metrics["skipped_steps"] = run.skipped_steps
             changes = describe_changes(run.resumes)
