@@ -521,3 +521,14 @@ def test_kill_9_then_resume_gives_bit_identical_weights(case, prerequisites, tmp
     straight_log = [json.loads(line) for line in (straight / "training_log.jsonl").read_text().splitlines()]
     assert [r.get("loss") for r in log] == [r.get("loss") for r in straight_log]
     assert not (killed / LOCK_NAME).exists()
+
+
+def test_a_training_argument_added_later_is_no_difference_at_its_default():
+    # A checkpoint written before `gradient_checkpointing` existed resumes while the argument keeps its default.
+    saved = {"train": {"learning_rate": 1e-3}, "model": {"latent_dim": 16}, "data": {}}
+    same = {"train": {"learning_rate": 1e-3, "gradient_checkpointing": False}, "model": {"latent_dim": 16}, "data": {}}
+    assert ckpt.settings_differences(saved, same) == {}
+    changed = {**same, "train": {**same["train"], "gradient_checkpointing": True}}
+    assert ckpt.settings_differences(saved, changed) == {"train.gradient_checkpointing": ["<unset>", True]}
+    # model and data settings must be present on both sides
+    assert ckpt.settings_differences(saved, {**same, "data": {"max_shift": 0}}) == {"data.max_shift": ["<unset>", 0]}

@@ -34,7 +34,7 @@ def test_t_jepa_run_logs_diagnostics_and_saves_tokenizer_card_and_records(text, 
     val MI proxy -1.354 -> -0.909 -> -0.815; topic probe 0.341 vs majority class 0.284; retrieval recall@1 / @10
     0.018 / 0.066 over 1,603 documents (chance 0.0006 / 0.006)."""
     recipe = TJepaRecipe(TJepaConfig.tiny(), TJepaDataArguments(diagnostics_sentences=16), text=text)
-    untrained = recipe.batch_diagnostics(_untrained(recipe), recipe.fixed_val)
+    untrained = recipe.batch_diagnostics(_untrained(recipe), recipe.fixed_val, "val")
     result = train_quickly(recipe, tmp_path)
     first, record = result.history
     for key in ("train/mi_proxy", "val/mi_proxy", "val/effective_rank", "val/cosine_mean", "val/loss"):
@@ -135,7 +135,7 @@ def test_i_jepa_recipe_trains_and_probes(embedded_splits, tmp_path):
     recipe = IJepaRecipe(
         IJepaConfig.tiny(), IJepaDataArguments(diagnostics_images=16, probe_images=200), splits=embedded_splits
     )
-    untrained = recipe.batch_diagnostics(_untrained(recipe), recipe.fixed_val)
+    untrained = recipe.batch_diagnostics(_untrained(recipe), recipe.fixed_val, "val")
     result = train_quickly(recipe, tmp_path)
     first, record = result.history
     losses = [untrained["loss"], first["val/loss"], record["val/loss"]]

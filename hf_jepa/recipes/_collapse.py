@@ -16,9 +16,13 @@ from ..trainers import Recipe
 SIGNATURE_KEYS = ("mi_saturation_step", "divergence_step", "rank_collapse_step", "order_matches_paper", "mi_max")
 
 
+def _on(batch: dict[str, torch.Tensor], device) -> dict[str, torch.Tensor]:
+    return {key: value.to(device) for key, value in batch.items()}
+
+
 class CollapseDiagnosedRecipe(Recipe):
     """A recipe whose `on_log` records collapse diagnostics. Subclasses call `__init__(seed)`, then
-    `set_fixed_batches(train, val)`, and implement `batch_diagnostics(model, batch)` and `embedding_dim(model)`."""
+    `set_fixed_batches(train, val)`, and implement `batch_diagnostics(model, batch, split)` and `embedding_dim(model)`."""
 
     def __init__(self, seed: int):
         self.seed = seed
@@ -31,8 +35,9 @@ class CollapseDiagnosedRecipe(Recipe):
     def set_fixed_batches(self, train: dict[str, torch.Tensor], val: dict[str, torch.Tensor]) -> None:
         self.fixed_train, self.fixed_val = train, val
 
-    def batch_diagnostics(self, model, batch: dict[str, torch.Tensor]) -> dict[str, float]:
-        """Diagnostics (and `loss`) of the model on one fixed batch, under no_grad in eval mode."""
+    def batch_diagnostics(self, model, batch: dict[str, torch.Tensor], split: str) -> dict[str, float]:
+        """Diagnostics (and `loss`) of the model on the fixed batch of `split` ("train" or "val"), already on the
+        model's device, under no_grad in eval mode."""
         raise NotImplementedError(f"{type(self).__name__} must implement batch_diagnostics()")
 
     def embedding_dim(self, model) -> int:
@@ -45,7 +50,7 @@ class CollapseDiagnosedRecipe(Recipe):
         try:
             values = {}
             for split, batch in (("train", self.fixed_train), ("val", self.fixed_val)):
-                metrics = self.batch_diagnostics(model, batch)
+                metrics = self.batch_diagnostics(model, _on(batch, model.device), split)
                 prefixed = {f"{split}/{k}": v for k, v in metrics.items()}
                 self.diagnostics.watchdog.check(prefixed, step=step, dim=self.embedding_dim(model))
                 values.update(prefixed)
@@ -64,7 +69,7 @@ class CollapseDiagnosedRecipe(Recipe):
         was_training = model.training
         model.eval()
         try:
-            final = self.batch_diagnostics(model, self.fixed_val)
+            final = self.batch_diagnostics(model, _on(self.fixed_val, model.device), "val")
         finally:
             model.train(was_training)
         metrics: dict[str, Any] = {("val_loss" if k == "loss" else k): v for k, v in final.items()}

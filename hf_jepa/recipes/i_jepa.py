@@ -90,7 +90,7 @@ class IJepaRecipe(CollapseDiagnosedRecipe):
     def build_model(self) -> IJepaModel:
         return IJepaModel(self.config)
 
-    def batch_diagnostics(self, model: IJepaModel, batch) -> dict[str, float]:
+    def batch_diagnostics(self, model: IJepaModel, batch, split: str) -> dict[str, float]:
         output = model(**batch)
         embeddings = model.embed(batch["pixel_values"])
         predictions = output.predictions.flatten(0, 2).float()
@@ -106,7 +106,7 @@ class IJepaRecipe(CollapseDiagnosedRecipe):
         try:
             return torch.cat(
                 [
-                    model.embed(self._pixels(images[i : i + batch_size])).float()
+                    model.embed(self._pixels(images[i : i + batch_size]).to(model.device)).float().cpu()
                     for i in range(0, len(images), batch_size)
                 ]
             )

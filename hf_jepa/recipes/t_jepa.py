@@ -175,7 +175,7 @@ class TJepaRecipe(CollapseDiagnosedRecipe):
             return TJepaModel.from_backbone(self.data_args.backbone, **_own_fields(self.config))
         return TJepaModel(self.config)
 
-    def batch_diagnostics(self, model: TJepaModel, batch) -> dict[str, float]:
+    def batch_diagnostics(self, model: TJepaModel, batch, split: str) -> dict[str, float]:
         output = model(**batch)
         embeddings = model.embed(batch["input_ids"], batch["attention_mask"])
         metrics = (
@@ -184,7 +184,7 @@ class TJepaRecipe(CollapseDiagnosedRecipe):
             else self.diagnostics.compute(embeddings.float(), embeddings.float())
         )
         metrics["loss"] = float(output.loss)
-        if self.ambiguity is not None and batch is self.fixed_val:
+        if self.ambiguity is not None and split == "val":
             metrics["irreducible_variance"] = self.irreducible_variance(model)
         return metrics
 
@@ -204,7 +204,7 @@ class TJepaRecipe(CollapseDiagnosedRecipe):
                 words = text.split(" ")
                 start = len(" ".join(words[:word])) + (1 if word else 0)
                 spans.append([(start, start + len(words[word]))])
-            batch = self.collator.mask_char_spans(texts, spans)
+            batch = {key: value.to(model.device) for key, value in self.collator.mask_char_spans(texts, spans).items()}
             targets = model.target_representations(batch["input_ids"], batch["attention_mask"])
             mask = batch["target_mask"].float()[..., None]
             representations.append((targets * mask).sum(1) / mask.sum(1))

@@ -20,6 +20,7 @@ the new checkpoint. Nothing here calls `pickle`/`torch.load`; a folder with pick
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -34,6 +35,8 @@ from typing import Any
 import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
+
+from .arguments import TrainingArguments
 
 logger = logging.getLogger(__name__)
 
@@ -152,12 +155,18 @@ def settings_hash(settings: dict[str, dict]) -> str:
 
 
 def settings_differences(saved: dict[str, dict], current: dict[str, dict]) -> dict[str, list]:
-    """`{"section.name": [in the checkpoint, now]}` for every setting that changes the run."""
+    """`{"section.name": [in the checkpoint, now]}` for every setting that changes the run.
+
+    A training argument the checkpoint does not have (it was added by a later hf-jepa) is no difference while it keeps
+    its default: a new argument's default keeps the earlier behaviour."""
+    train_defaults = {field.name: field.default for field in dataclasses.fields(TrainingArguments)}
     differences = {}
     for section in ("train", "model", "data"):
         old, new = saved.get(section, {}), current.get(section, {})
         for name in sorted(set(old) | set(new)):
             if section == "train" and name in BOOKKEEPING_FIELDS:
+                continue
+            if section == "train" and name not in old and new.get(name) == _json_safe(train_defaults.get(name)):
                 continue
             if old.get(name, "<unset>") != new.get(name, "<unset>"):
                 differences[f"{section}.{name}"] = [old.get(name, "<unset>"), new.get(name, "<unset>")]
