@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -109,6 +110,7 @@ def main(argv=None) -> int:
         print("device_check: no CUDA device; use --smoke for the CPU run of the same checks", file=sys.stderr)
         return 2
     device = "cpu" if cpu else torch.cuda.get_device_name(0)
+    # a temporary folder (removed at the end: the full-size runs write tens of GB) unless --work-dir keeps them
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="hf-jepa-device-check-"))
     work.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "4")}
@@ -200,6 +202,8 @@ def main(argv=None) -> int:
         failures += result.returncode != 0
         lines.append(f"| {family} | {result.returncode} | {time.perf_counter() - started:.0f} |")
         print(lines[-1], flush=True)
+    if not args.work_dir:
+        shutil.rmtree(work, ignore_errors=True)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text("\n".join(lines) + "\n")
     print(f"\n{failures} failure(s); written to {args.out}")

@@ -150,7 +150,7 @@ def describe(error: BaseException) -> str | None:
             }.get(type(error), "check the path")
             return f"{error.filename}: {error.strerror}; {advice}"
         return one_line(error) or type(error).__name__
-    if isinstance(error, (ValueError, TypeError, RuntimeError)) and _raised_by_hf_jepa(error):
+    if isinstance(error, (ValueError, TypeError, RuntimeError, FloatingPointError)) and _raised_by_hf_jepa(error):
         return one_line(error)
     return None
 

@@ -106,9 +106,9 @@ def test_every_recipe_evaluates_on_the_model_device(embedded_splits, cfg, tmp_pa
     for name, recipe in _recipes(embedded_splits, cfg, tmp_path):
         torch.manual_seed(0)
         model = recipe.build_model().eval()
-        recipe.finalize(model)
         with simulated_accelerator(model):
-            metrics = recipe.evaluate(model, output_dir=None)
+            recipe.finalize(model)
+            metrics = recipe.evaluate(model, output_dir=str(tmp_path / name))  # plots too
         assert metrics, name
         evaluated.append(name)
     assert len(evaluated) == 9

@@ -381,3 +381,23 @@ def test_push_prints_no_http_lines(caplog, capsys, hub, online, bro_dir, copy_of
     assert [r.getMessage() for r in http if r.levelno < logging.WARNING] == []
     assert logging.getLogger("httpx2").level == logging.NOTSET  # restored after the push
     assert any("Uploaded" in r.getMessage() for r in caplog.records if r.name == "hf_jepa.hub")
+
+
+def test_a_non_finite_loss_stops_training_with_one_line(capsys, tmp_path):
+    # lr 1e30 blows the weights up at the first step: the loss of step 2 is NaN (nan_policy=stop, the default)
+    argv = [
+        "train",
+        "bro-jepa",
+        "--set",
+        "preset=tiny",
+        "max_steps=6",
+        "data=embedded",
+        "learning_rate=1e30",
+        "warmup_steps=0",
+        "plot=false",
+        "disable_progress_bar=true",
+        "--output-dir",
+        str(tmp_path / "run"),
+    ]
+    line = user_error(capsys, argv)
+    assert "non-finite loss" in line and "optimiser step 2" in line and "nan_policy='skip'" in line

@@ -160,6 +160,27 @@ def test_lock_is_released_when_training_fails(embedded_splits, tmp_path):
 # ------------------------------------------------------------------------------------------------------ checkpoints
 
 
+def test_resuming_from_an_earlier_checkpoint_sets_the_later_ones_aside(embedded_splits, tmp_path):
+    # Roll back to step 2 of a run that reached checkpoint 4, then crash at step 4: `latest` must not pick the
+    # abandoned run's checkpoint 4.
+    run = tmp_path / "run"
+    train(embedded_splits, run, max_steps=6, save_steps=2, save_total_limit=None)
+    root = run / "checkpoints"
+    with pytest.raises(KeyboardInterrupt):
+        train(
+            embedded_splits,
+            run,
+            max_steps=6,
+            save_steps=2,
+            resume_from_checkpoint=str(root / "checkpoint-2"),
+            poison={3: "crash"},
+        )
+    assert [step for step, _ in ckpt.complete_checkpoints(run)] == [2]
+    assert [p.name.startswith(".abandoned-checkpoint-4-") for p in root.iterdir() if p.name != "checkpoint-2"] == [True]
+    recipe, _ = train(embedded_splits, run, max_steps=6, resume_from_checkpoint="latest")
+    assert recipe.requests == [2, 3, 4, 5]
+
+
 def test_latest_skips_an_incomplete_newer_checkpoint(embedded_splits, tmp_path, caplog):
     _, straight = train(embedded_splits, tmp_path / "straight", max_steps=6)
     run = tmp_path / "run"
@@ -524,11 +545,11 @@ def test_kill_9_then_resume_gives_bit_identical_weights(case, prerequisites, tmp
 
 
 def test_a_training_argument_added_later_is_no_difference_at_its_default():
-    # A checkpoint written before `gradient_checkpointing` existed resumes while the argument keeps its default.
+    # A checkpoint written before `nan_policy` existed resumes while the argument keeps its default.
     saved = {"train": {"learning_rate": 1e-3}, "model": {"latent_dim": 16}, "data": {}}
-    same = {"train": {"learning_rate": 1e-3, "gradient_checkpointing": False}, "model": {"latent_dim": 16}, "data": {}}
+    same = {"train": {"learning_rate": 1e-3, "nan_policy": "stop"}, "model": {"latent_dim": 16}, "data": {}}
     assert ckpt.settings_differences(saved, same) == {}
-    changed = {**same, "train": {**same["train"], "gradient_checkpointing": True}}
-    assert ckpt.settings_differences(saved, changed) == {"train.gradient_checkpointing": ["<unset>", True]}
+    changed = {**same, "train": {**same["train"], "nan_policy": "skip"}}
+    assert ckpt.settings_differences(saved, changed) == {"train.nan_policy": ["<unset>", "skip"]}
     # model and data settings must be present on both sides
     assert ckpt.settings_differences(saved, {**same, "data": {"max_shift": 0}}) == {"data.max_shift": ["<unset>", 0]}

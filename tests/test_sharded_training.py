@@ -178,8 +178,10 @@ def test_new_arguments_are_validated_and_compared_on_resume():
 
     config = BroJepaConfig.tiny()
     before = run_settings(asdict(TrainingArguments()), config, {})
-    after = run_settings(asdict(TrainingArguments(gradient_checkpointing=True)), config, {})
-    assert settings_differences(before, after) == {"train.gradient_checkpointing": [False, True]}
+    checkpointing = run_settings(asdict(TrainingArguments(gradient_checkpointing=True)), config, {})
+    assert settings_differences(before, checkpointing) == {}  # memory, not results: a resume may turn it on
+    sharded = run_settings(asdict(TrainingArguments(fsdp="fully_shard")), config, {})
+    assert settings_differences(before, sharded) == {"train.fsdp": [None, "fully_shard"]}
 
 
 def test_fully_shard_needs_a_distributed_launch(embedded_splits, tmp_path):

@@ -7,6 +7,7 @@ paper's comparison is `hf_jepa.reproductions.jepa_reasoner`.
 """
 
 import logging
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +37,14 @@ from ._checks import check_choice, check_count, check_model_folder, check_types
 from .family import Family
 
 logger = logging.getLogger(__name__)
+
+
+def _process_device() -> torch.device:
+    """This process's accelerator (its LOCAL_RANK's GPU under a launcher) or the CPU: the frozen reasoner computes the
+    Talker's training chains there, before the trainer has set anything up."""
+    if torch.cuda.is_available():
+        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    return torch.device("cpu")
 
 
 @dataclass
@@ -179,7 +188,7 @@ class TalkerRecipe(ReasoningRecipe):
         if reasoner is None:
             if not self.data_args.reasoner:
                 raise ValueError("the talker stage needs a trained reasoner: set reasoner=<directory>")
-            reasoner = JepaReasonerModel.from_pretrained(self.data_args.reasoner)
+            reasoner = JepaReasonerModel.from_pretrained(self.data_args.reasoner).to(_process_device())
         if reasoner.config.hidden_size != config.latent_size:
             raise ValueError(
                 f"talker latent_size={config.latent_size} does not match the reasoner's "

@@ -40,16 +40,22 @@ def _as_device(value) -> torch.device | None:
 
 
 class _PlacementMode(TorchFunctionMode):
+    """Tags live as long as the context (their tensors are kept alive so an address is never reused): meant for
+    tests of evaluation code on tiny models, not for long runs."""
+
     def __init__(self):
         super().__init__()
-        self._tagged: dict[int, torch.Tensor] = {}  # storage address -> a tensor keeping that storage alive
+        self._tagged: dict = {}  # storage address (or ("empty", id)) -> a tensor keeping it alive
 
     def tag(self, tensor: torch.Tensor) -> torch.Tensor:
-        self._tagged[tensor.untyped_storage().data_ptr()] = tensor
+        address = tensor.untyped_storage().data_ptr()
+        # Empty tensors all have address 0: those are tagged one by one (by identity), not through the address.
+        self._tagged[address or ("empty", id(tensor))] = tensor
         return tensor
 
     def on_device(self, tensor: torch.Tensor) -> bool:
-        return tensor.untyped_storage().data_ptr() in self._tagged
+        address = tensor.untyped_storage().data_ptr()
+        return (address or ("empty", id(tensor))) in self._tagged
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}

@@ -59,6 +59,9 @@ BOOKKEEPING_FIELDS = frozenset(
         "log_with",
         "disable_progress_bar",
         "save_model",
+        # recomputes the same activations (random state restored for dropout): memory, not results; turning it on
+        # to get past an out-of-memory error must not block a resume
+        "gradient_checkpointing",
     }
 )
 
@@ -215,10 +218,6 @@ def checkpoint_root(output_dir: str | Path) -> Path:
     return Path(output_dir) / CHECKPOINTS
 
 
-def checkpoint_path(output_dir: str | Path, step: int) -> Path:
-    return checkpoint_root(output_dir) / f"checkpoint-{step}"
-
-
 def incomplete_reason(folder: Path) -> str | None:
     """Why `folder` is not a complete hf-jepa checkpoint, or None when it is."""
     marker = folder / MARKER
@@ -329,9 +328,20 @@ def write_main_files(folder: Path, model, optimizer_state: dict, trainer_state: 
     (folder / "settings.json").write_text(json.dumps(settings, indent=2))
 
 
+def _fsync_directory(path: Path) -> None:
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
 def finish_checkpoint(folder: Path, step: int, settings: dict, save_total_limit: int | None) -> Path:
     """(Main process) write the marker, rename the folder into place, then rotate. Returns the final folder."""
     files = {p.name: p.stat().st_size for p in sorted(folder.iterdir()) if p.is_file()}
+    for name in files:  # the data on disk before the marker says it is complete (a power loss, not only a kill)
+        with open(folder / name, "rb") as handle:
+            os.fsync(handle.fileno())
     marker = {"format": FORMAT, "version": 1, "step": step, "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     marker.update(settings_hash=settings_hash(settings), files=files)
     with open(folder / MARKER, "w") as handle:
@@ -346,6 +356,7 @@ def finish_checkpoint(folder: Path, step: int, settings: dict, save_total_limit:
         shutil.rmtree(old, ignore_errors=True)
     else:
         folder.rename(final)
+    _fsync_directory(folder.parent)  # the rename itself
     if save_total_limit is not None:
         others = [path for _, path in complete_checkpoints(folder.parent.parent) if path != final]
         for path in others[: max(len(others) - (save_total_limit - 1), 0)]:

@@ -44,7 +44,7 @@ class Recipe:
         return list(pairs()) if callable(pairs) else []
 
     def ema_schedule(self, model: PreTrainedModel) -> tuple[float, float]:
-        """EMA momentum at the first and the last step (cosine in between). Default: the config's
+        """EMA momentum at the first and the last step (linear in between). Default: the config's
         `ema_momentum`/`ema_momentum_end` when it has them."""
         config = model.config
         return getattr(config, "ema_momentum", 1.0), getattr(config, "ema_momentum_end", 1.0)

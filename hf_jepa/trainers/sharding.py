@@ -115,12 +115,15 @@ def full_model_from_state(recipe, state: dict[str, torch.Tensor], device: torch.
     return model.to(device)
 
 
-def set_deepspeed_batch_size(accelerator, per_device_batch_size: int) -> None:
+def set_deepspeed_batch_size(accelerator, per_device_batch_size: int, max_grad_norm: float | None) -> None:
     """DeepSpeed's `prepare` reads the micro-batch size from a prepared dataloader, which this trainer does not use:
-    set it from `per_device_batch_size` (needs a GPU; untested here)."""
+    set it from `per_device_batch_size`. DeepSpeed also clips gradients itself (accelerate fills `auto` with 1.0 and
+    its `clip_grad_norm_` only reports the norm): set the clipping from `max_grad_norm` (0 = none). Needs a GPU;
+    untested here."""
     plugin = getattr(accelerator.state, "deepspeed_plugin", None)
     if plugin is not None and accelerator.distributed_type.value == "DEEPSPEED":  # pragma: no cover - GPU only
         plugin.deepspeed_config["train_micro_batch_size_per_gpu"] = per_device_batch_size
+        plugin.deepspeed_config["gradient_clipping"] = max_grad_norm or 0.0
 
 
 def refuse_sharded_checkpoints(args, accelerator, model: nn.Module) -> None:

@@ -204,7 +204,7 @@ class JepaTrainer:
         optimizer = build_optimizer(model, args.learning_rate, args.weight_decay)
         lr_lambda = warmup_cosine_lambda(args.warmup_steps, args.max_steps, args.min_lr_ratio)
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda)
-        set_deepspeed_batch_size(accelerator, args.per_device_batch_size)
+        set_deepspeed_batch_size(accelerator, args.per_device_batch_size, args.max_grad_norm)
         if args.fsdp == "fully_shard":
             optimizer = accelerator.prepare(optimizer)
         else:
@@ -418,9 +418,13 @@ class JepaTrainer:
         run.step, run.train_time_s, run.skipped_steps = state["step"], state["train_time_s"], state["skipped_steps"]
         run.log_history = list(state["log_history"])
         run.resumes = list(state["resumes"]) + [{"step": run.step, "checkpoint": str(folder), "changes": differences}]
-        later = [p.name for s, p in complete_checkpoints(args.output_dir) if s > run.step]
-        if later:
-            logger.warning("Checkpoints after step %d (%s) will be replaced as this run reaches them", run.step, later)
+        later = [p for s, p in complete_checkpoints(args.output_dir) if s > run.step]
+        if later and accelerator.is_main_process:
+            # They belong to the run being abandoned: `latest` must never pick them up after a later crash.
+            for path in later:
+                path.rename(path.with_name(f".abandoned-{path.name}-{int(time.time())}"))
+            logger.warning("Checkpoints after step %d set aside as .abandoned-*: %s", run.step, [p.name for p in later])
+        accelerator.wait_for_everyone()
         logger.info("Resumed from %s at step %d", folder, run.step)
 
     def _save(self, model: PreTrainedModel, metrics: dict, history: list[dict], resumes: list[dict]) -> None:
