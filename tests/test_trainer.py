@@ -269,7 +269,8 @@ def test_exact_resume(embedded_splits, tmp_path):
 
 
 def test_resumed_run_rewrites_its_checkpoints_bit_identically(embedded_splits, tmp_path):
-    """Checkpoints are named by optimiser step; a run resumed from step 2 rewrites checkpoint-4 with the same state."""
+    """Checkpoints are named by optimiser step; a run resumed from step 2 sets the first run's checkpoint-4 aside and
+    writes a new checkpoint-4 with the same state."""
     from safetensors.torch import load_file
 
     checkpoints = tmp_path / "checkpoints"
@@ -284,7 +285,9 @@ def test_resumed_run_rewrites_its_checkpoints_bit_identically(embedded_splits, t
         save_total_limit=None,
         resume_from_checkpoint=str(checkpoints / "checkpoint-2"),
     )
-    assert sorted(p.name for p in checkpoints.iterdir()) == ["checkpoint-2", "checkpoint-4"]
+    names = sorted(p.name for p in checkpoints.iterdir())
+    assert names[1:] == ["checkpoint-2", "checkpoint-4"] and names[0].startswith(".abandoned-checkpoint-4-")
+    assert load_file(str(checkpoints / names[0] / "model.safetensors")).keys() == original.keys()
     again = load_file(str(checkpoints / "checkpoint-4" / "model.safetensors"))
     assert original.keys() == again.keys()
     assert all(torch.equal(original[k], again[k]) for k in original)
