@@ -410,6 +410,31 @@ def cmd_push(args: argparse.Namespace) -> int:
     return 0
 
 
+class _TrainHelp(argparse.Action):
+    """`hf-jepa train --help`, and with a family (`hf-jepa train bro-jepa --help`) every key `--set` and YAML accept,
+    with the family's default and the one-line description from the class docstrings."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.print_help()
+        if getattr(namespace, "family", None):
+            from .settings import config_fields, dataclass_defaults, settings_table
+            from .trainers.arguments import TrainingArguments
+
+            family = families()[namespace.family]
+            train_defaults = {**dataclass_defaults(TrainingArguments), **family.training_defaults}
+            print(f"\nSettings of {family.name} (preset {family.default_preset} unless `preset=` says otherwise):")
+            print(
+                settings_table(
+                    {
+                        "model": (family.config_class, config_fields(family.config_class)),
+                        "train": (TrainingArguments, train_defaults),
+                        "data": (family.data_args_class, dataclass_defaults(family.data_args_class)),
+                    }
+                )
+            )
+        parser.exit()
+
+
 class _FamilyNames:
     """`choices` of the family arguments, read from the registry only when argparse checks a value: `hf-jepa --help`
     then loads no recipe (and no torch)."""
@@ -431,6 +456,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     train = sub.add_parser(
         "train",
+        add_help=False,
         help="train a model",
         description=(
             "Train a family's model. Settings come from --config (YAML, flat or with model:/train:/data: sections) and "
@@ -439,6 +465,9 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     train.add_argument("family", choices=family_names, metavar="FAMILY", help="one of: %(choices)s")
+    train.add_argument(
+        "-h", "--help", action=_TrainHelp, nargs=0, help="show this help; after FAMILY, also every setting it takes"
+    )
     train.add_argument("--config", help="YAML file of settings")
     train.add_argument(
         "--set",

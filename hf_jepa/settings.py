@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import re
 from typing import Any
 
-__all__ = ["config_fields", "dataclass_defaults"]
+__all__ = ["config_fields", "dataclass_defaults", "field_docs", "settings_table"]
 
 
 def config_fields(config_class) -> dict[str, Any]:
@@ -47,3 +48,39 @@ def dataclass_defaults(cls) -> dict[str, Any]:
         else:
             out[f.name] = None
     return out
+
+
+# "name (`type`, *optional*, defaults to X): text" (transformers' Args style) or "name: text" / "name, other: text"
+_DOC_LINE = re.compile(r"^\s*([a-z_][a-z0-9_]*(?:\s*,\s*[a-z_][a-z0-9_]*)*)\s*(?:\([^)]*\))?\s*:\s+(\S.*)$")
+
+
+def field_docs(cls) -> dict[str, str]:
+    """The first sentence of each field's description in the class docstrings (wrapped lines joined), <= 100 chars."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        current: list[str] | None = None
+        names: list[str] = []
+        lines = inspect.cleandoc(klass.__doc__ or "").splitlines() + [""]
+        for line in lines:
+            match = _DOC_LINE.match(line)
+            if match or not line.strip():
+                if current is not None:
+                    text = " ".join(current).split(". ")[0].rstrip(".")
+                    for name in names:
+                        docs[name] = text if len(text) <= 100 else text[:97].rstrip() + "..."
+                current, names = (None, []) if not match else ([match.group(2)], re.split(r"\s*,\s*", match.group(1)))
+            elif current is not None:
+                current.append(line.strip())
+    return docs
+
+
+def settings_table(targets: dict[str, tuple[type, dict[str, Any]]]) -> str:
+    """Plain-text listing of every setting: `targets` maps a prefix (model / train / data) to (class, defaults)."""
+    lines = []
+    for prefix, (cls, defaults) in targets.items():
+        docs = field_docs(cls)
+        lines.append(f"{prefix} settings ({cls.__name__}; prefix '{prefix}.' when a name is ambiguous):")
+        for name, default in defaults.items():
+            doc = f"  {docs[name]}" if name in docs else ""
+            lines.append(f"  {name} = {default!r}{doc}")
+    return "\n".join(lines)

@@ -347,3 +347,17 @@ def test_help_answers_without_importing_torch():
     assert (torch_loaded, transformers_loaded) == ("False", "False")
     assert float(seconds) < 1.0
     assert "usage: hf-jepa" in result.stdout
+
+
+def test_train_family_help_lists_every_setting_with_its_default_and_doc(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "bro-jepa", "--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert "usage: hf-jepa train" in out
+    assert "  latent_dim = 128  latent width; must be even" in out  # model config: default and docstring line
+    assert "  max_steps = 1500" in out  # the family's training default, not TrainingArguments' 1000
+    assert "  max_shift = 0  random translation of the training images, in pixels (0 = none)" in out
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])  # without a family: the usage only
+    assert "Settings of" not in capsys.readouterr().out
