@@ -446,6 +446,13 @@ class _FamilyNames:
         return iter(sorted(families()))
 
 
+def _add_set_argument(parser: argparse.ArgumentParser, help: str) -> None:
+    """`--set KEY=VALUE ...` (repeatable, YAML values), collected in `overrides`."""
+    parser.add_argument(
+        "--set", dest="overrides", nargs="+", action="extend", metavar="KEY=VALUE", default=[], help=help
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     family_names = _FamilyNames()
     parser = OneLineParser(prog="hf-jepa", description="Train, evaluate, reproduce and share JEPA models.")
@@ -469,15 +476,7 @@ def build_parser() -> argparse.ArgumentParser:
         "-h", "--help", action=_TrainHelp, nargs=0, help="show this help; after FAMILY, also every setting it takes"
     )
     train.add_argument("--config", help="YAML file of settings")
-    train.add_argument(
-        "--set",
-        dest="overrides",
-        nargs="+",
-        action="extend",
-        metavar="KEY=VALUE",
-        default=[],
-        help="override settings, e.g. --set preset=tiny max_steps=100 latent_dim=32",
-    )
+    _add_set_argument(train, "override settings, e.g. --set preset=tiny max_steps=100 latent_dim=32")
     train.add_argument("--output-dir", help="where the model, metrics and card are written")
     train.add_argument(
         "--overwrite", action="store_true", help="clear a non-empty output folder first (sets overwrite_output_dir)"
@@ -491,15 +490,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="data source: a local folder, 'hub' or 'embedded' (default: $HF_JEPA_MNIST, else the Hub, "
         "else the embedded digits)",
     )
-    evaluate.add_argument(
-        "--set",
-        dest="overrides",
-        nargs="+",
-        action="extend",
-        metavar="KEY=VALUE",
-        default=[],
-        help="data settings of the model's family, e.g. --set eval_images=500",
-    )
+    _add_set_argument(evaluate, "data settings of the model's family, e.g. --set eval_images=500")
     evaluate.add_argument("--output-dir", help="also write figures (latent PCA) here")
     evaluate.add_argument("--json", action="store_true", help="print the metrics as JSON")
     evaluate.set_defaults(handler=cmd_eval)
@@ -520,15 +511,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="rerun only this row (repeatable); the other rows of the saved table are kept",
     )
-    reproduce.add_argument(
-        "--set",
-        dest="overrides",
-        nargs="+",
-        action="extend",
-        metavar="KEY=VALUE",
-        default=[],
-        help="options of the family's reproduction, e.g. --set preset=full seeds=[0,1,2,3,4]",
-    )
+    _add_set_argument(reproduce, "options of the family's reproduction, e.g. --set preset=full seeds=[0,1,2,3,4]")
     reproduce.set_defaults(handler=cmd_reproduce)
 
     push = sub.add_parser("push", help="upload a saved model folder to the Hugging Face Hub")

@@ -290,13 +290,14 @@ class CoupledRecipe(ReasoningRecipe):
 
     name = "coupled-transformer"
     batch_keys = ("input_ids", "attention_mask", "labels")
+    system_class = CoupledSystem  # how the model answers a prompt (greedy)
 
     def build_model(self):
         return CoupledTransformerLM(self.config)
 
     def evaluate(self, model, output_dir: str | None = None) -> dict[str, Any]:
         data = self.data
-        answers = CoupledSystem(model, data).complete(data.eval["prompt_ids"], data.eval["prompt_mask"])
+        answers = self.system_class(model, data).complete(data.eval["prompt_ids"], data.eval["prompt_mask"])
         return {
             "accuracy": data.accuracy(data.eval_examples, answers),
             "data_source": data.source,
@@ -310,18 +311,10 @@ class CoconutRecipe(CoupledRecipe):
 
     name = "coconut"
     batch_keys = ("prompt_ids", "prompt_mask", "answer_ids", "answer_mask")
+    system_class = CoconutSystem
 
     def build_model(self):
         return CoconutLM(self.config)
-
-    def evaluate(self, model, output_dir: str | None = None) -> dict[str, Any]:
-        data = self.data
-        answers = CoconutSystem(model, data).complete(data.eval["prompt_ids"], data.eval["prompt_mask"])
-        return {
-            "accuracy": data.accuracy(data.eval_examples, answers),
-            "data_source": data.source,
-            "eval_examples": len(data.eval_examples),
-        }
 
 
 # The defaults of every `hf-jepa train` reasoning family and of the reproduction's runs.
