@@ -28,6 +28,7 @@ from ..data import MnistSplits
 from ..data.moving_mnist import SHIFT_GRAVITY, TRAIN_GRAVITY, MovingMnist
 from ..metrics.world_model import evaluate_world_model, parameter_drift, plot_world_model_diagnostics
 from ..modeling.epm_jepa import EpmJepaConfig, EpmJepaModel
+from ..modeling.epm_jepa.modeling_epm_jepa import EXPERIENCE_ADAPTER_FIELDS
 from ..modeling.epm_jepa.configuration_epm_jepa import TRACK_NAMES
 from ..trainers import Recipe
 from ._checks import check_choice, check_count, check_finite, check_model_folder, check_types
@@ -36,22 +37,6 @@ from .family import Family
 logger = logging.getLogger(__name__)
 
 STAGES = ("pretrain", "adapt")
-# Config fields a track may set on top of a base it adapts from (everything else must match the base).
-EXPERIENCE_FIELDS = (
-    "track",
-    "buffer_capacity",
-    "buffer_entry",
-    "write_per_event",
-    "surprisal_threshold_std",
-    "gate_warmup_updates",
-    "memory_dim",
-    "memory_num_layers",
-    "memory_num_heads",
-    "lora_rank",
-    "lora_alpha",
-    "lora_target_modules",
-    "hypernetwork_hidden_size",
-)
 EVAL_SEED = 10_007
 
 
@@ -179,7 +164,7 @@ class EpmJepaRecipe(Recipe):
         if args.stage == "pretrain":
             model = EpmJepaModel(self.config)
         else:
-            overrides = {field: getattr(self.config, field) for field in EXPERIENCE_FIELDS}
+            overrides = {field: getattr(self.config, field) for field in EXPERIENCE_ADAPTER_FIELDS}
             model = EpmJepaModel.from_base(args.init_from, **overrides)
             self.config = model.config
         self._built = True

@@ -19,6 +19,7 @@ import copy
 import json
 import math
 import os
+import re
 from dataclasses import dataclass
 
 import torch
@@ -38,6 +39,22 @@ ADAPTER_WEIGHTS_NAME = "adapter_model.safetensors"
 # Keys in peft's adapter files carry the prefix `PeftModel` adds, so the files look like any peft adapter's.
 _PEFT_PREFIX = "base_model.model."
 _MODULATOR_PREFIXES = ("experience_encoder.", "hypernetwork.")
+# Config fields a track-C model may set on top of the base it starts from (recorded with the experience adapter).
+EXPERIENCE_ADAPTER_FIELDS = (
+    "track",
+    "buffer_capacity",
+    "buffer_entry",
+    "write_per_event",
+    "surprisal_threshold_std",
+    "gate_warmup_updates",
+    "memory_dim",
+    "memory_num_layers",
+    "memory_num_heads",
+    "lora_rank",
+    "lora_alpha",
+    "lora_target_modules",
+    "hypernetwork_hidden_size",
+)
 
 
 @dataclass
@@ -604,6 +621,8 @@ class EpmJepaModel(EpmJepaPreTrainedModel):
                 )
         model.load_state_dict({own[name]: tensor for name, tensor in shared.items()}, strict=False)
         model.freeze_targets()
+        # The base an experience adapter saved from this model applies to (peft's base_model_name_or_path).
+        model._experience_base_name_or_path = base.name_or_path or None
         return model
 
     # ------------------------------------------------------------------ experience adapter (peft files)
@@ -612,16 +631,24 @@ class EpmJepaModel(EpmJepaPreTrainedModel):
         if self.config.track != track:
             raise ValueError(f"{what} needs a model with track={track!r}, this one has track={self.config.track!r}")
 
-    def save_experience_adapter(self, save_directory: str) -> None:
+    def save_experience_adapter(self, save_directory: str, base_model_name_or_path: str | None = None) -> None:
         """Write the experience adapter as a peft adapter: `adapter_config.json` (the `LoraConfig`) and
         `adapter_model.safetensors` holding LoRA `U`/`V` (peft's key names) together with the memory encoder,
-        aggregator and hypernetwork that produce `d`."""
+        aggregator and hypernetwork that produce `d`; `experience_adapter.json` records the track-C config fields.
+
+        `base_model_name_or_path` (peft's field, the model the adapter applies to): by default the base this model
+        was started from (`from_base`), else the folder/repo this model was loaded from. Load the adapter with
+        `EpmJepaModel.from_experience_adapter(save_directory)`, or through peft's API on a track-C model built from
+        the base: `PeftModel.from_pretrained(EpmJepaModel.from_base(base, track="epm"), save_directory,
+        adapter_name="experience")`. A plain `PeftModel.from_pretrained(base, ...)` on a base without the memory
+        raises (see `_load_from_state_dict`): peft would keep `U`/`V` as a static LoRA and drop the rest."""
         from safetensors.torch import save_file
 
         self._require_track("epm", "save_experience_adapter")
         os.makedirs(save_directory, exist_ok=True)
         lora_config = self.experience_lora_config()
-        lora_config.base_model_name_or_path = self.name_or_path or None
+        base = base_model_name_or_path or getattr(self, "_experience_base_name_or_path", None) or self.name_or_path
+        lora_config.base_model_name_or_path = str(base) if base else None
         lora_config.save_pretrained(save_directory)
         state = {_PEFT_PREFIX + k: v for k, v in get_peft_model_state_dict(self, adapter_name=ADAPTER_NAME).items()}
         for name, tensor in self.state_dict().items():
@@ -636,6 +663,8 @@ class EpmJepaModel(EpmJepaPreTrainedModel):
                     "track": "epm",
                     "buffer_entry": self.config.buffer_entry,
                     "num_lora_layers": len(self._lora_layers),
+                    # The config fields a track-C model adds on top of its base (from_experience_adapter uses them).
+                    "config": {name: getattr(self.config, name) for name in EXPERIENCE_ADAPTER_FIELDS},
                 },
                 handle,
                 indent=2,
@@ -680,6 +709,66 @@ class EpmJepaModel(EpmJepaPreTrainedModel):
         if stray:
             raise ValueError(f"adapter does not match its base: peft left {stray} unused")
         self.load_state_dict({k: state[k] for k in modulator_expected}, strict=False)
+
+    @classmethod
+    def from_experience_adapter(cls, adapter_directory: str, base=None) -> "EpmJepaModel":
+        """A track-C model from an experience adapter folder (`save_experience_adapter`): the base (`base`, an
+        `EpmJepaModel` or a path/Hub id; default: the adapter's `base_model_name_or_path`) extended with the memory
+        and hypernetwork (`from_base` with the config fields recorded in `experience_adapter.json`), then the adapter
+        loaded strictly. Outputs equal the saved model's when its encoders were not trained after `from_base`."""
+        from peft import PeftConfig
+
+        adapter_directory = str(adapter_directory)
+        record_path = os.path.join(adapter_directory, "experience_adapter.json")
+        if not os.path.isfile(record_path):
+            raise FileNotFoundError(
+                f"{adapter_directory!r} holds no experience_adapter.json: not an adapter written by "
+                "EpmJepaModel.save_experience_adapter"
+            )
+        with open(record_path) as handle:
+            record = json.load(handle)
+        if base is None:
+            base = PeftConfig.from_pretrained(adapter_directory).base_model_name_or_path
+            if not base:
+                raise ValueError(
+                    f"the adapter in {adapter_directory!r} names no base_model_name_or_path: pass base= (the "
+                    "vanilla EpmJepaModel, or its path/Hub id, that the track-C model started from)"
+                )
+        overrides = record.get("config") or {"track": "epm"}
+        model = cls.from_base(base, **overrides)
+        model.load_experience_adapter(adapter_directory)
+        return model
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, errors):
+        """Refuse an experience adapter loaded where its input-conditioned parts cannot go. peft's
+        `PeftModel.from_pretrained` loads non-LoRA adapter tensors with `strict=False`: on a model without the memory
+        and hypernetwork (track vanilla/ei) they would be dropped silently, and under another adapter name than
+        `"experience"` on a track-C model `U`/`V` would become a second, static LoRA. Error messages added here
+        make torch's `load_state_dict` raise even when it is not strict."""
+        modulator = sorted(k[len(prefix) :] for k in state_dict if k[len(prefix) :].startswith(_MODULATOR_PREFIXES))
+        if modulator:
+            homeless = [k for k in modulator if getattr(self, k.split(".")[0]) is None]
+            other_adapters = {
+                match.group(1)
+                for k in state_dict
+                if (match := re.search(r"\.lora_[AB]\.([^.]+)\.weight$", k)) and match.group(1) != ADAPTER_NAME
+            }
+            route = (
+                "Load it with EpmJepaModel.from_experience_adapter(path) or, through peft, "
+                f"PeftModel.from_pretrained(EpmJepaModel.from_base(base, track='epm'), path, adapter_name={ADAPTER_NAME!r})"
+            )
+            if homeless:
+                errors.append(
+                    f"an EPM-JEPA experience adapter holds {len(homeless)} memory/hypernetwork tensors this "
+                    f"track={self.config.track!r} model has no module for (missing: {homeless}); loaded here its "
+                    f"LoRA U/V would act as a static LoRA, not the input-conditioned one. {route}."
+                )
+            elif self.config.track == "epm" and other_adapters:
+                errors.append(
+                    f"an EPM-JEPA experience adapter was loaded as adapter {sorted(other_adapters)}: its LoRA U/V would "
+                    f"be a second, static LoRA beside the modulated {ADAPTER_NAME!r} one. {route}."
+                )
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, errors)
 
     # ------------------------------------------------------------------ input checks
 
