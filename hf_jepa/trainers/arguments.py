@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .tracking import parse_log_with
+
 NAN_POLICIES = ("stop", "skip")
 MIXED_PRECISIONS = ("no", "bf16", "fp16")
 FSDP_MODES = ("fully_shard",)
@@ -85,6 +87,8 @@ class TrainingArguments:
         for name in ("resume_from_checkpoint", "log_with"):
             if getattr(self, name) is not None:
                 _check_str(name, getattr(self, name))
+        if self.log_with is not None:
+            parse_log_with(self.log_with)
         if self.fsdp is not None:
             _check_choice("fsdp", self.fsdp, FSDP_MODES)
         flags = ("cpu", "disable_progress_bar", "save_model", "overwrite_output_dir", "allow_pickle_checkpoints")

@@ -45,6 +45,7 @@ from .ema import ema_momentum, ema_update_
 from .optim import build_optimizer, warmup_cosine_lambda
 from .output_dir import prepare_output_dir
 from .recipe import Recipe
+from .tracking import tracker_setup
 from .sharding import (
     apply_fully_shard,
     enable_gradient_checkpointing,
@@ -143,12 +144,13 @@ class JepaTrainer:
         if stale or (not distributed and world_size == 1):
             # Several runs in one process (reproduction tables) may use different precisions.
             AcceleratorState._reset_state(reset_partial_state=stale)
+        trackers, self._tracker_init_kwargs = tracker_setup(args.log_with, args.output_dir)
         project = ProjectConfiguration(project_dir=args.output_dir, logging_dir=os.path.join(args.output_dir, "logs"))
         return Accelerator(
             cpu=args.cpu or None,
             mixed_precision=args.mixed_precision,
             gradient_accumulation_steps=args.gradient_accumulation_steps,
-            log_with=args.log_with,
+            log_with=trackers or None,
             project_config=project,
         )
 
@@ -219,7 +221,9 @@ class JepaTrainer:
         if checkpoint is not None:
             self._resume(accelerator, checkpoint, objects, run)
         if args.log_with:
-            accelerator.init_trackers(recipe.name.replace("-", "_"), config=_flat_config(args, model))
+            accelerator.init_trackers(
+                recipe.name.replace("-", "_"), config=_flat_config(args, model), init_kwargs=self._tracker_init_kwargs
+            )
 
         ema_pairs = recipe.ema_pairs(unwrapped)
         momentum_start, momentum_end = recipe.ema_schedule(unwrapped)
