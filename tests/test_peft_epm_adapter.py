@@ -12,7 +12,6 @@ from hf_jepa.modeling.epm_jepa import EpmJepaConfig, EpmJepaModel
 from hf_jepa.modeling.epm_jepa.modeling_epm_jepa import ADAPTER_NAME
 
 
-
 def frames(seed, batch=3, length=6):
     return torch.rand(batch, length, 1, 64, 64, generator=torch.Generator().manual_seed(seed))
 

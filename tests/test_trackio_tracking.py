@@ -86,4 +86,6 @@ def test_unknown_trackers_are_refused_naming_log_with(log_with, tmp_path):
 
 
 def test_tracker_lists_are_accepted(tmp_path):
-    assert TrainingArguments(output_dir=str(tmp_path), log_with="tensorboard, trackio").log_with == "tensorboard, trackio"
+    assert (
+        TrainingArguments(output_dir=str(tmp_path), log_with="tensorboard, trackio").log_with == "tensorboard, trackio"
+    )

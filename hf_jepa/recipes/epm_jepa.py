@@ -28,8 +28,8 @@ from ..data import MnistSplits
 from ..data.moving_mnist import SHIFT_GRAVITY, TRAIN_GRAVITY, MovingMnist
 from ..metrics.world_model import evaluate_world_model, parameter_drift, plot_world_model_diagnostics
 from ..modeling.epm_jepa import EpmJepaConfig, EpmJepaModel
-from ..modeling.epm_jepa.modeling_epm_jepa import EXPERIENCE_ADAPTER_FIELDS
 from ..modeling.epm_jepa.configuration_epm_jepa import TRACK_NAMES
+from ..modeling.epm_jepa.modeling_epm_jepa import EXPERIENCE_ADAPTER_FIELDS
 from ..trainers import Recipe
 from ._checks import check_choice, check_count, check_finite, check_model_folder, check_types
 from .family import Family

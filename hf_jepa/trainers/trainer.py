@@ -45,7 +45,6 @@ from .ema import ema_momentum, ema_update_
 from .optim import build_optimizer, warmup_cosine_lambda
 from .output_dir import prepare_output_dir
 from .recipe import Recipe
-from .tracking import tracker_setup
 from .sharding import (
     apply_fully_shard,
     enable_gradient_checkpointing,
@@ -59,6 +58,7 @@ from .sharding import (
     reset_peak_memory,
     set_deepspeed_batch_size,
 )
+from .tracking import tracker_setup
 
 logger = logging.getLogger(__name__)
 
