@@ -86,7 +86,7 @@ def open_source(source: str | os.PathLike, streaming: bool = False, argument: st
                 "HF_HUB_OFFLINE/HF_DATASETS_OFFLINE is set"
             )
         return _as_dict(datasets.load_dataset(text, streaming=streaming), streaming)
-    raise FileNotFoundError(f"{argument}={text!r} is neither an existing file or folder nor a Hub dataset id")
+    raise FileNotFoundError(f"{argument}={text!r} does not exist as a file or folder and is not a Hub dataset id")
 
 
 def column_names(split) -> list[str] | None:
@@ -113,7 +113,7 @@ def rename_columns(dataset_dict, columns: dict[str, str | None], required: tuple
                 if user not in names:
                     if standard in required:
                         raise ValueError(
-                            f"{standard}_column={user!r}: split {split_name!r} has no such column; its columns are "
+                            f"{standard}_column={user!r}: split {split_name!r} has no {user!r} column; its columns are "
                             f"{names}"
                         )
                     present.pop(standard)

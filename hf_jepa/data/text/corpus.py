@@ -190,7 +190,7 @@ def load_text_corpus(
     for name, split in corpus.items():
         if "text" not in split.column_names:
             raise ValueError(
-                f"text_column='text': split {name!r} of the text source {description} has no such column; its "
+                f"text_column='text': split {name!r} of the text source {description} has no 'text' column; its "
                 f"columns are {split.column_names} (name yours with text_column=)"
             )
         split.info.description = description
