@@ -60,7 +60,7 @@ def test_imagefolder_trains_i_jepa_and_bro_jepa_in_memory(imagefolder, tmp_path)
     assert sorted(splits.train_labels.tolist()) == sorted(list(range(10)) * 4)
     # decoding = PIL grayscale + bilinear resize of the very file on disk
     first = Image.open(imagefolder / "train" / "0" / "0.png").convert("L").resize((28, 28), Image.BILINEAR)
-    assert any(torch.equal(torch.from_numpy(np.asarray(first)), image) for image in splits.train_images)
+    assert any(torch.equal(torch.from_numpy(np.array(first)), image) for image in splits.train_images)
 
     i_args = IJepaDataArguments(data=str(imagefolder), diagnostics_images=8, probe_images=20, plot=False)
     result = train_quickly(IJepaRecipe(IJepaConfig.tiny(), i_args), tmp_path / "i", max_steps=2)
