@@ -260,11 +260,15 @@ class SpanMaskingCollator:
         return [(int(start), int(start + length)) for start, length in zip(starts, lengths)]
 
     def _rng(self, step: int | None, rank: int, generator: torch.Generator | None) -> np.random.Generator:
+        worker = 0
         if generator is None and step is None:
             step = self._calls
             self._calls += 1
-        info = torch.utils.data.get_worker_info()
-        return _numpy_rng(self.seed, step or 0, rank, generator, extra=0 if info is None else info.id)
+            # Counted calls repeat in every DataLoader worker: tell the workers apart. An explicit `step` names the
+            # batch, so its masks are the same in whichever worker builds it.
+            info = torch.utils.data.get_worker_info()
+            worker = 0 if info is None else info.id
+        return _numpy_rng(self.seed, step or 0, rank, generator, extra=worker)
 
     def __call__(self, examples, step: int | None = None, rank: int = 0, generator: torch.Generator | None = None):
         input_ids, attention_mask, maskable, word_ids = self._encode(examples)

@@ -10,6 +10,7 @@ import torch
 
 from ..cards.bro_jepa import render_card, result_rows
 from ..data import MnistSplits, ModularArithmeticTask, normalize_images
+from ..data.images import load_image_splits
 from ..data.modular_arithmetic import TRAIN_OPERATIONS
 from ..metrics import evaluate_modular_arithmetic, plot_latent_pca, prototype_off_diagonal_cosine
 from ..modeling.bro_jepa import BroJepaConfig, BroJepaImageProcessor, BroJepaModel
@@ -25,9 +26,15 @@ class BroJepaDataArguments:
     """Data settings of the BRo-JEPA recipe (YAML keys / `--set` names).
 
     max_shift: random translation of the training images, in pixels (0 = none). prototype_images, eval_images: how many
-    training images build the class prototypes and how many test images are evaluated (0 = all of them)."""
+    training images build the class prototypes and how many test images are evaluated (0 = all of them).
+    data: MNIST (default) or your labelled images (a Hub dataset id, a local imagefolder, parquet/arrow files or a
+    save_to_disk folder); image_column, label_column: their columns (the labels must be the classes 0..modulus-1, or
+    class names, indexed in sorted order). The images are decoded into memory: each context image is paired with a
+    random image of its target class, which needs random access, so this family does not stream."""
 
     data: str | None = None
+    image_column: str = "image"
+    label_column: str = "label"
     max_shift: int = 0
     prototype_images: int = 0
     eval_images: int = 0
@@ -67,7 +74,10 @@ class BroJepaRecipe(Recipe):
     ):
         self.config = config
         self.data_args = data_args or BroJepaDataArguments()
-        self.splits = splits or MnistSplits(self.data_args.data)
+        args = self.data_args
+        self.splits = splits or load_image_splits(
+            args.data, args.image_column, args.label_column, image_size=config.image_size
+        )
         self.task = ModularArithmeticTask(
             self.splits.train_images,
             self.splits.train_labels,

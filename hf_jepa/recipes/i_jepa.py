@@ -10,7 +10,9 @@ import torch
 
 from ..cards.i_jepa import render_card, result_rows
 from ..data import MnistSplits
+from ..data.images import decode_images, load_image_splits
 from ..data.masking import MultiBlockMaskSampler
+from ..data.streaming import StreamedBatches, stream_batches
 from ..metrics.collapse import plot_failure_signature
 from ..metrics.downstream import linear_probe_accuracy
 from ..modeling.i_jepa import IJepaConfig, IJepaModel
@@ -22,15 +24,26 @@ from .family import Family
 
 @dataclass
 class IJepaDataArguments:
-    """Data settings of the I-JEPA recipe (YAML keys / `--set` names)."""
+    """Data settings of the I-JEPA recipe (YAML keys / `--set` names).
+
+    data: MNIST (default) or your images: a Hub dataset id, a local imagefolder, parquet/arrow files or a save_to_disk
+    folder. image_column, label_column: the columns holding the images and the classes (labels only feed the linear
+    probe; a source without the label column trains without it). streaming: read the training images as a stream
+    (sharded across processes, decoded and masked in `num_workers` DataLoader workers) instead of decoding them all
+    into memory first."""
 
     data: str | None = None
+    image_column: str = "image"
+    label_column: str = "label"
+    streaming: bool = False
+    num_workers: int = 0
     diagnostics_images: int = 256
     probe_images: int = 5000
     plot: bool = True
 
     def __post_init__(self):
         check_types(self)
+        check_count(self, "num_workers", minimum=0)
         check_count(self, "diagnostics_images", minimum=2)
         check_count(self, "probe_images", minimum=20)  # a logistic-regression probe needs every digit class
 
@@ -51,7 +64,15 @@ class IJepaRecipe(CollapseDiagnosedRecipe):
         super().__init__(seed)
         self.config = config
         self.data_args = args = data_args or IJepaDataArguments()
-        self.splits = splits or MnistSplits(args.data)
+        self.splits = splits or load_image_splits(
+            args.data,
+            args.image_column,
+            args.label_column,
+            image_size=config.backbone_config.image_size,
+            streaming=args.streaming,
+            head=max(args.diagnostics_images, args.probe_images),
+            labels_required=False,
+        )
         self.sampler = MultiBlockMaskSampler(
             input_size=config.grid_size,
             num_targets=config.num_target_blocks,
@@ -83,9 +104,21 @@ class IJepaRecipe(CollapseDiagnosedRecipe):
 
     def train_batch(self, step: int, rank: int, batch_size: int) -> dict[str, torch.Tensor]:
         index = torch.randint(
-            len(self.splits.train_labels), (batch_size,), generator=seeded_generator(self.seed, step, rank)
+            len(self.splits.train_images), (batch_size,), generator=seeded_generator(self.seed, step, rank)
         )
         return self._batch_for(self.splits.train_images[index], step, rank)
+
+    def train_stream(self, rank: int, world_size: int, batch_size: int, start: int):
+        stream = getattr(self.splits, "stream", None)
+        if stream is None:
+            return None
+        batches = StreamedBatches(stream, self._streamed_batch, batch_size, rank, world_size, start)
+        return stream_batches(batches, self.data_args.num_workers)
+
+    def _streamed_batch(self, raw: dict, index: int, rank: int) -> dict[str, torch.Tensor]:
+        """Decode and mask one streamed batch (in a DataLoader worker): the same masks as `train_batch(index, rank)`."""
+        images = decode_images(raw["image"], self.config.backbone_config.image_size)
+        return self._batch_for(images, index, rank)
 
     def build_model(self) -> IJepaModel:
         return IJepaModel(self.config)
@@ -117,6 +150,8 @@ class IJepaRecipe(CollapseDiagnosedRecipe):
         metrics: dict[str, Any] = {"objective": "i-jepa", "data_source": self.splits.source}
         metrics.update(self.final_diagnostics(model))
         count = self.data_args.probe_images
+        if self.splits.train_labels is None:  # a source without labels: nothing to probe
+            return self._finish(model, metrics, output_dir)
         train_x, test_x = (
             self._embed(model, self.splits.train_images[:count]),
             self._embed(model, self.splits.test_images[:count]),
@@ -124,6 +159,9 @@ class IJepaRecipe(CollapseDiagnosedRecipe):
         metrics["probe_accuracy"] = linear_probe_accuracy(
             train_x, self.splits.train_labels[:count].tolist(), test_x, self.splits.test_labels[:count].tolist()
         )
+        return self._finish(model, metrics, output_dir)
+
+    def _finish(self, model: IJepaModel, metrics: dict[str, Any], output_dir: str | None) -> dict[str, Any]:
         if output_dir and self.data_args.plot and len(self.records) >= 2:
             path = Path(output_dir) / "failure_signature.png"
             plot_failure_signature({"I-JEPA (MNIST)": self.records}, path)

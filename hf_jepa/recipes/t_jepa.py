@@ -18,7 +18,15 @@ import torch
 
 from ..cards.t_jepa import render_card, result_rows
 from ..data.masking import SpanMaskingCollator
-from ..data.text import AmbiguityCorpus, TextData, retrieval_task, topic_classification_task, train_wordpiece_tokenizer
+from ..data.streaming import StreamedBatches, stream_batches
+from ..data.text import (
+    AmbiguityCorpus,
+    StreamedTextData,
+    TextData,
+    retrieval_task,
+    topic_classification_task,
+    train_wordpiece_tokenizer,
+)
 from ..metrics.collapse import irreducible_conditional_variance, plot_failure_signature
 from ..metrics.downstream import embed_texts, linear_probe_accuracy, online_downstream, retrieval_recall
 from ..modeling.t_jepa import TJepaConfig, TJepaModel
@@ -34,9 +42,17 @@ CORPORA = ("text", "ambiguity")
 
 @dataclass
 class TJepaDataArguments:
-    """Data settings of the T-JEPA recipe (YAML keys / `--set` names)."""
+    """Data settings of the T-JEPA recipe (YAML keys / `--set` names).
+
+    data: "embedded" (default), "c4", a Hub dataset id or a local path (txt / parquet / arrow / csv / json files, a
+    folder of them, a save_to_disk folder). text_column: the column holding the text. streaming: read the training text
+    as a stream (sharded across processes, tokenised and masked in `num_workers` DataLoader workers) instead of loading
+    it all first; `data=c4` then streams all of C4 instead of materialising its first sentences."""
 
     data: str | None = None
+    text_column: str = "text"
+    streaming: bool = False
+    num_workers: int = 0
     corpus: str = "text"
     ambiguity: int = 1
     tokenizer: str | None = None
@@ -53,6 +69,13 @@ class TJepaDataArguments:
         check_count(self, "ambiguity", minimum=1)
         check_count(self, "max_length", minimum=8)
         check_count(self, "diagnostics_sentences", minimum=8)
+        check_count(self, "num_workers", minimum=0)
+        if self.streaming and self.corpus == "ambiguity":
+            raise ValueError("streaming=true reads data=; the ambiguity corpus is generated: use corpus='text'")
+        if self.streaming and self.data in (None, "embedded"):
+            raise ValueError(
+                "streaming=true needs data= 'c4', a Hub dataset id or a local path (not the embedded corpus)"
+            )
 
 
 def _own_fields(config: TJepaConfig) -> dict[str, Any]:
@@ -103,7 +126,16 @@ class TJepaRecipe(CollapseDiagnosedRecipe):
         else:
             self.ambiguity = None
             # A pretrained backbone comes with its own vocabulary: use its tokenizer unless another is given.
-            self.text = text or TextData(args.data, args.tokenizer or args.backbone, config.backbone_config.vocab_size)
+            tokenizer, vocab = args.tokenizer or args.backbone, config.backbone_config.vocab_size
+            if text is None and args.streaming:
+                text = StreamedTextData(
+                    args.data,
+                    tokenizer,
+                    vocab,
+                    text_column=args.text_column,
+                    validation_sentences=args.diagnostics_sentences,
+                )
+            self.text = text or TextData(args.data, tokenizer, vocab, text_column=args.text_column)
             self.source, self.tokenizer = self.text.source, self.text.tokenizer
         if args.backbone:
             from transformers import BertConfig
@@ -167,6 +199,17 @@ class TJepaRecipe(CollapseDiagnosedRecipe):
             len(self.text.train_texts), (batch_size,), generator=seeded_generator(self.seed, step, rank)
         )
         return self._batch_for([self.text.train_texts[i] for i in index.tolist()], step, rank)
+
+    def train_stream(self, rank: int, world_size: int, batch_size: int, start: int):
+        stream = getattr(self.text, "stream", None)
+        if stream is None:
+            return None
+        batches = StreamedBatches(stream, self._streamed_batch, batch_size, rank, world_size, start)
+        return stream_batches(batches, self.data_args.num_workers)
+
+    def _streamed_batch(self, raw: dict, index: int, rank: int) -> dict[str, torch.Tensor]:
+        """Tokenise and mask one streamed batch (in a DataLoader worker), as `train_batch` masks batch `index`."""
+        return self._batch_for(list(raw["text"]), index, rank)
 
     # ------------------------------------------------------------------ Recipe protocol
 

@@ -10,6 +10,7 @@ A family's recipe (in `hf_jepa/recipes/<family>.py`) overrides what it needs: `b
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -17,6 +18,9 @@ from torch import nn
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
+
+
+SPEED_ONLY_DATA_SETTINGS = frozenset({"num_workers"})
 
 
 def seeded_generator(seed: int, step: int, rank: int) -> torch.Generator:
@@ -36,6 +40,14 @@ class Recipe:
     def train_batch(self, step: int, rank: int, batch_size: int) -> dict[str, torch.Tensor]:
         """Batch `step` of process `rank` (the same call gives the same batch: resume is exact)."""
         raise NotImplementedError(f"{type(self).__name__} must implement train_batch()")
+
+    def train_stream(
+        self, rank: int, world_size: int, batch_size: int, start: int
+    ) -> Iterator[tuple[int, dict[str, torch.Tensor]]] | None:
+        """For a streamed source: an iterator of `(index, batch)` for batch indices `start, start + 1, ...` of process
+        `rank` (the same index always gives the same batch, so a resumed run continues exactly). Default: None, and the
+        trainer calls `train_batch` (data held in memory)."""
+        return None
 
     def ema_pairs(self, model: PreTrainedModel) -> list[tuple[nn.Module, nn.Module]]:
         """(online, target) module pairs updated by EMA after each optimiser step. Default: the model's own
@@ -77,8 +89,10 @@ class Recipe:
 
     def data_settings(self) -> dict[str, Any]:
         """The data arguments of the run, stored with checkpoints and compared on resume. Default: the fields of
-        `self.data_args` when it is a dataclass."""
+        `self.data_args` when it is a dataclass, less those that change only speed (`SPEED_ONLY_DATA_SETTINGS`: a
+        streamed source gives the same batches with any number of DataLoader workers, so a resume may change it)."""
         data_args = getattr(self, "data_args", None)
         if dataclasses.is_dataclass(data_args) and not isinstance(data_args, type):
-            return dataclasses.asdict(data_args)
+            settings = dataclasses.asdict(data_args)
+            return {k: v for k, v in settings.items() if k not in SPEED_ONLY_DATA_SETTINGS}
         return {}

@@ -239,15 +239,18 @@ class JepaTrainer:
         running: dict[str, float] = {}
         running_count = 0
         accumulation = args.gradient_accumulation_steps
+        # A streamed source hands over batches in order from DataLoader workers; its position is the step.
+        stream = recipe.train_stream(
+            accelerator.process_index, accelerator.num_processes, args.per_device_batch_size, run.step * accumulation
+        )
         while run.step < args.max_steps:
             snapshot = [b.detach().clone() for b in unwrapped.buffers()] if args.nan_policy == "skip" else None
             finite, window = True, {}
             for micro in range(accumulation):
                 with accelerator.accumulate(model):
+                    index = run.step * accumulation + micro
                     if finite:
-                        batch = recipe.train_batch(
-                            run.step * accumulation + micro, accelerator.process_index, args.per_device_batch_size
-                        )
+                        batch = _next_batch(recipe, stream, index, accelerator.process_index, args)
                         batch = {k: v.to(accelerator.device) for k, v in batch.items()}
                         with accelerator.autocast():
                             outputs = model(**batch)
@@ -266,6 +269,8 @@ class JepaTrainer:
                                 "training stopped; this step was not applied or saved (the last complete checkpoint "
                                 "is intact). Set nan_policy='skip' to skip such steps."
                             )
+                    elif stream is not None:  # a skipped micro-batch still uses up its place in the stream
+                        _next_batch(recipe, stream, index, accelerator.process_index, args)
                     optimizer.zero_grad(set_to_none=True)
 
             momentum = ema_momentum(run.step, args.max_steps, momentum_start, momentum_end)
@@ -304,6 +309,7 @@ class JepaTrainer:
                 run.train_time_s = time_before + time.perf_counter() - start_time
                 self._save_checkpoint(accelerator, objects, run)
         progress.close()
+        del stream  # stops the DataLoader workers of a streamed source
         train_time = time_before + time.perf_counter() - start_time
         accelerator.wait_for_everyone()
 
@@ -445,6 +451,16 @@ class JepaTrainer:
                 handle.write(json.dumps(entry, default=float) + "\n")
         self.recipe.save_artifacts(model, str(output_dir), metrics, self.args)
         logger.info("Saved model, metrics and card to %s", output_dir)
+
+
+def _next_batch(recipe: Recipe, stream, index: int, rank: int, args: TrainingArguments) -> dict[str, torch.Tensor]:
+    """Batch `index` of process `rank`: from the recipe's stream when it has one, else `recipe.train_batch`."""
+    if stream is None:
+        return recipe.train_batch(index, rank, args.per_device_batch_size)
+    got, batch = next(stream)
+    if got != index:  # the stream and the loop disagree on the position: resume would not be exact
+        raise RuntimeError(f"the training stream gave batch {got} where the loop expected batch {index}")
+    return batch
 
 
 def _scalar_outputs(outputs) -> dict[str, float]:

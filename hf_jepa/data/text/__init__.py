@@ -8,6 +8,7 @@ One module per concern, re-exported here (`from hf_jepa.data.text import X` work
 - `wordpiece`: deterministic WordPiece vocabulary learning and a BERT-style tokenizer (`train_wordpiece_tokenizer`);
 - `downstream`: offline probes from the embedded corpus (`topic_classification_task`, `retrieval_task`);
 - `online`: thin Hub loaders of the paper's downstream sets (`load_imdb`, `load_snli`, `load_fever`, `load_ms_marco`);
+- `streamed`: `StreamedTextData`, a text source read as a stream (`datasets` streaming) for large corpora;
 - `ambiguity`: the synthetic `AmbiguityCorpus` (a knob on the target's conditional entropy).
 
 Hub dataset ids and the offline check live in `hf_jepa.data.sources`.
@@ -27,6 +28,7 @@ from .corpus import SPLIT_NAMES, TEXT_ENV_VAR, embedded_text_dataset, load_text_
 from .downstream import RetrievalTask, TopicClassificationTask, retrieval_task, topic_classification_task
 from .online import load_fever, load_imdb, load_ms_marco, load_snli
 from .sentences import embedded_sentences, extract_sentences, is_clean_sentence, split_sentences
+from .streamed import StreamedTextData
 from .text_data import TextData
 from .topics import COARSE_LABELS, OTHER_GROUP, TOPIC_GROUPS, topic_group, topic_groups  # noqa: F401
 from .wordpiece import SPECIAL_TOKENS, learn_wordpiece_vocab, train_wordpiece_tokenizer
@@ -43,6 +45,7 @@ __all__ = [
     "RetrievalTask",
     "SPECIAL_TOKENS",
     "TOPIC_GROUPS",
+    "StreamedTextData",
     "TextData",
     "TopicClassificationTask",
     "embedded_sentences",

@@ -22,6 +22,7 @@ import numpy as np
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Value
 
 from ..sources import C4_HUB_ID, is_offline
+from ..user_sources import open_source, rename_columns
 from .sentences import _clean, embedded_sentences, is_clean_sentence, split_sentences
 from .topics import COARSE_LABELS, topic_group
 
@@ -133,6 +134,7 @@ def load_text_corpus(
     num_sentences: int = 100_000,
     min_words: int = 5,
     max_words: int = 64,
+    text_column: str = "text",
 ) -> DatasetDict:
     """A sentence corpus as a `DatasetDict` with `train` / `validation` / `test` splits and a `text` column.
 
@@ -144,12 +146,17 @@ def load_text_corpus(
         split_fractions: train/validation/test fractions of that cut (rows keep their source order within a split).
         num_sentences: how many sentences to take from C4.
         min_words, max_words: sentence length filter for the embedded and C4 sources.
+        text_column: the column of a local or Hub source holding the text (renamed to `text`; other columns are then
+            dropped). A local path that none of the layouts above fits, or a Hub dataset id, is read by
+            `hf_jepa.data.user_sources.open_source`.
 
     The source used is logged and stored in each split's `info.description` (`text_source_description`).
     """
     if source is None and os.environ.get(TEXT_ENV_VAR):
         source = os.environ[TEXT_ENV_VAR]
         logger.info("text source from $%s", TEXT_ENV_VAR)
+    if text_column != "text" and (source is None or source in ("embedded", "c4")):
+        raise ValueError(f"text_column={text_column!r} needs a source of your own (data= a Hub id or a local path)")
     if source is None or source == "embedded":
         corpus = _split(embedded_text_dataset(min_words, max_words), split_seed, split_fractions)
         description = "embedded CPython documentation sentences (pydoc_data.topics)"
@@ -160,13 +167,32 @@ def load_text_corpus(
         description = f"Hub {C4_HUB_ID} (en, streamed, first {num_sentences} sentences)"
     else:
         path = Path(source).expanduser()
-        if not path.exists():
-            raise FileNotFoundError(f"text source path {str(path)!r} does not exist (or use 'embedded' / 'c4')")
-        corpus, kind = _load_local(path, split_seed, split_fractions)
-        description = f"local {path} ({kind})"
+        try:
+            corpus, kind = _load_local(path, split_seed, split_fractions) if path.exists() else (None, None)
+        except FileNotFoundError:  # a folder in none of the layouts above: let `datasets` read it
+            corpus = None
+        if corpus is None:
+            try:
+                loaded = open_source(source, argument="data")
+            except FileNotFoundError as error:
+                raise FileNotFoundError(f"{error} (or use 'embedded' / 'c4')") from error
+            if set(loaded) == set(SPLIT_NAMES):
+                corpus = DatasetDict({name: loaded[name] for name in SPLIT_NAMES})
+            else:
+                merged = datasets.concatenate_datasets([loaded[name] for name in sorted(loaded)])
+                corpus = _split(merged, split_seed, split_fractions)
+            kind = "datasets " + ("Hub dataset" if not path.exists() else "folder")
+        description = f"{'local ' if path.exists() else 'Hub '}{source if not path.exists() else path} ({kind})"
+        if text_column != "text":
+            corpus = rename_columns(corpus, {"text": text_column}, required=("text",))
+        if kind == "txt" or kind.startswith("datasets") or text_column != "text":  # blank lines are not sentences
+            corpus = DatasetDict({k: v.filter(lambda row: bool(row["text"].strip())) for k, v in corpus.items()})
     for name, split in corpus.items():
         if "text" not in split.column_names:
-            raise ValueError(f"text source {description}: split {name!r} has no 'text' column ({split.column_names})")
+            raise ValueError(
+                f"text_column='text': split {name!r} of the text source {description} has no 'text' column; its "
+                f"columns are {split.column_names} (name yours with text_column=)"
+            )
         split.info.description = description
     logger.info("Loaded text corpus from %s: %s", description, {k: v.num_rows for k, v in corpus.items()})
     return corpus

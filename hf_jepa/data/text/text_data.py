@@ -13,11 +13,16 @@ class TextData:
     unless a saved one is given)."""
 
     def __init__(
-        self, source: str | None = None, tokenizer: str | None = None, vocab_size: int = 8000, split_seed: int = 0
+        self,
+        source: str | None = None,
+        tokenizer: str | None = None,
+        vocab_size: int = 8000,
+        split_seed: int = 0,
+        text_column: str = "text",
     ):
         from transformers import AutoTokenizer
 
-        self.corpus = load_text_corpus(source, split_seed=split_seed)
+        self.corpus = load_text_corpus(source, split_seed=split_seed, text_column=text_column)
         self.source = text_source_description(self.corpus)
         self.train_texts = list(self.corpus["train"]["text"])
         self.validation_texts = list(self.corpus["validation"]["text"])
