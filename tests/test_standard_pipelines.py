@@ -133,7 +133,8 @@ def _expected_generation(name: str, folder: Path, prompt: str) -> str:
             tokens = model.generate(prompt_ids=ids, max_new_tokens=config.max_new_tokens, do_sample=False)[:, 1:]
         else:
             tokens = model.generate(ids, max_new_tokens=config.max_new_tokens, do_sample=False)[:, ids.shape[1] :]
-    return tokenizer.decode(torch.cat([ids, tokens], 1)[0], skip_special_tokens=True)
+    # TextGenerationPipeline's convention: the prompt as given, then the new tokens decoded
+    return prompt + tokenizer.decode(tokens[0], skip_special_tokens=True)
 
 
 @pytest.mark.parametrize("name", GENERATION_FOLDERS)
@@ -194,7 +195,7 @@ import json, sys
 import numpy as np
 from PIL import Image
 from transformers import pipeline
-cases = json.loads(sys.argv[1] if len(sys.argv) > 1 else {cases!r})
+cases = json.loads({cases!r})
 out = {{}}
 for name, task, folder, given in cases:
     pipe = pipeline(task, model=folder, trust_remote_code=True)
@@ -226,7 +227,7 @@ def _cases(folders) -> list:
 
 def test_standard_pipelines_without_hf_jepa(folders, tmp_path):
     cases = _cases(folders)
-    out = run_without_hf_jepa(WITHOUT_HF_JEPA.format(cases=cases), cwd=tmp_path, timeout=240)
+    out = run_without_hf_jepa(WITHOUT_HF_JEPA.format(cases=json.dumps(cases)), cwd=tmp_path, timeout=240)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
     remote = json.loads(out.stdout.strip().splitlines()[-1])
     for name in FEATURE_TASK:

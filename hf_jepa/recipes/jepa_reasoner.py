@@ -295,6 +295,8 @@ class TalkerRecipe(ReasoningRecipe):
         pair = self.pair(model)
         pair.generation_config = self.decoding_defaults()  # generation_config.json: what text-generation decodes with
         pair.save_pretrained(pair_dir)
+        # The pair's prompts go to the reasoner: its position table bounds them.
+        self.data.tokenizer.model_max_length = pair.config.reasoner_config.max_position_embeddings
         self.data.tokenizer.save_pretrained(pair_dir)
         write_custom_pipelines(pair_dir)  # latent-reasoning, loadable without hf_jepa
         card = render_card(
