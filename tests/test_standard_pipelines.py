@@ -236,3 +236,48 @@ def test_standard_pipelines_without_hf_jepa(folders, tmp_path):
     for name in GENERATION_FOLDERS:
         prompt = _prompt(folders[name])
         assert remote[name] == _expected_generation(name, folders[name], prompt), name
+
+
+PUSHED = """
+import json
+import numpy as np
+from PIL import Image
+from transformers import pipeline
+pixels = np.zeros((28, 28), dtype=np.uint8)
+pixels[7:14, 9:21] = 200
+pixels[14, :] = 90
+image = Image.fromarray(pixels, mode="L")
+out = {}
+for revision in ("dev", "refs/pr/1"):
+    features = pipeline("image-feature-extraction", model="org/bro", revision=revision, trust_remote_code=True)
+    custom = pipeline("modular-arithmetic", model="org/bro", revision=revision, trust_remote_code=True)
+    out[revision] = {"features": features(image), "custom": type(custom).__module__}
+print(json.dumps(out))
+"""
+
+
+def test_push_revision_and_pull_request_round_trip_without_hf_jepa(folders, hub, tmp_path, capsys):
+    from hf_jepa.cli import main
+    from hf_jepa.testing.hub_server import use_loopback_hub
+
+    folder = folders["bro-jepa"]
+    with use_loopback_hub(hub, cache_dir=tmp_path / "cache"):
+        # The pull request first: a push identical to its base is a no-op commit (no PR), on the real Hub too.
+        assert main(["push", str(folder), "org/bro", "--create-pr"]) == 0
+        assert main(["push", str(folder), "org/bro"]) == 0
+        assert main(["push", str(folder), "org/bro", "--revision", "dev"]) == 0
+    printed = capsys.readouterr().out.strip().splitlines()
+    assert printed[0].endswith("/org/bro/discussions/1") and printed[1].endswith("/org/bro")
+    assert set(hub.files("org/bro", revision="main")) != set()  # main got its own commit
+    for revision in ("main", "dev", "refs/pr/1"):
+        files = hub.files("org/bro", revision=revision)
+        assert files["model.safetensors"] == (folder / "model.safetensors").read_bytes()
+        assert {"preprocessor_config.json", "modular_arithmetic.py", "base.py", "eval_results.json"} <= set(files)
+        assert "custom_pipelines" in json.loads(files["config.json"])
+    out = run_without_hf_jepa(PUSHED, cwd=tmp_path, extra_env=hub.env(tmp_path / "sub-cache"), timeout=240)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
+    remote = json.loads(out.stdout.strip().splitlines()[-1])
+    expected = _expected_features("bro-jepa", folder)
+    for revision in ("dev", "refs/pr/1"):
+        np.testing.assert_allclose(np.asarray(remote[revision]["features"]), np.asarray(expected), rtol=1e-5, atol=1e-6)
+        assert remote[revision]["custom"].startswith("transformers_modules."), remote[revision]["custom"]

@@ -4,6 +4,7 @@ import numpy as np
 from transformers.image_processing_backends import PilBackend
 from transformers.image_utils import PILImageResampling
 
+
 class BroJepaImageProcessor(PilBackend):
     r"""
     Turns PIL images, `(H, W, 1)` / `(1, H, W)` arrays or tensors of digits into the `pixel_values` BRo-JEPA expects:

@@ -562,7 +562,9 @@ class BroJepaModel(BroJepaPreTrainedModel):
         context_latent = self.encode(pixel_values)
         if operations is None:  # encoder use (feature extraction)
             if target_pixel_values is not None or labels is not None:
-                raise ValueError("operations is missing: target_pixel_values and labels need the operation k per sample")
+                raise ValueError(
+                    "operations is missing: target_pixel_values and labels need the operation k per sample"
+                )
             output = BaseModelOutputWithPooling(last_hidden_state=context_latent[:, None], pooler_output=context_latent)
             return output if return_dict else output.to_tuple()
         operations = self._check_operations(operations, pixel_values.shape[0])

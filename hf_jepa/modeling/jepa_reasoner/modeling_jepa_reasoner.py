@@ -644,7 +644,9 @@ class JepaReasonerModel(JepaReasonerPreTrainedModel):
         config = self.config
         if prompt_ids is None:
             if input_ids is None:
-                raise ValueError("pass prompt_ids (training, latents of [prompt, SEP, answer]) or input_ids (the chain)")
+                raise ValueError(
+                    "pass prompt_ids (training, latents of [prompt, SEP, answer]) or input_ids (the chain)"
+                )
             if answer_ids is not None:
                 raise ValueError("answer_ids go with prompt_ids, not input_ids: pass the prompts as prompt_ids")
             output = BaseModelOutput(last_hidden_state=self.generate_latents(input_ids, attention_mask))
@@ -1129,7 +1131,9 @@ class JepaReasonerWithTalker(JepaPreTrainedBase, GenerationMixin):
         >= 0, or a chain with NaN / inf values (e.g. from broken weights) raise `ValueError`."""
         if prompt_ids is None:
             if input_ids is None:
-                raise ValueError("pass prompt_ids (returns token ids and the chain) or input_ids (returns prompt + tokens)")
+                raise ValueError(
+                    "pass prompt_ids (returns token ids and the chain) or input_ids (returns prompt + tokens)"
+                )
             if generation_kwargs.get("generation_config") is None:  # the saved defaults, updated by the keywords
                 defaults = copy.deepcopy(self.generation_config)
                 generation_kwargs = {**defaults.update(**generation_kwargs), "generation_config": defaults}

@@ -604,7 +604,9 @@ class TJepaModel(TJepaPreTrainedModel):
         attention_mask = self._check_inputs(input_ids, attention_mask)
         if target_mask is None and second_target_mask is None:  # encoder use (feature extraction)
             hidden = self.encode(input_ids, attention_mask)
-            output = BaseModelOutputWithPooling(last_hidden_state=hidden, pooler_output=mean_pool(hidden, attention_mask))
+            output = BaseModelOutputWithPooling(
+                last_hidden_state=hidden, pooler_output=mean_pool(hidden, attention_mask)
+            )
             return output if return_dict else output.to_tuple()
         target_mask = self._check_target_mask(target_mask, attention_mask)
         objective = self.config.objective
