@@ -14,8 +14,8 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "hf_jepa.modeling.bro_jepa": ("BroJepaConfig", "BroJepaImageProcessor", "BroJepaModel", "BroJepaOutput"),
-    "hf_jepa.modeling.epm_jepa": ("EpmJepaConfig", "EpmJepaModel", "EpmJepaOutput"),
-    "hf_jepa.modeling.i_jepa": ("IJepaConfig", "IJepaModel", "IJepaOutput"),
+    "hf_jepa.modeling.epm_jepa": ("EpmJepaConfig", "EpmJepaImageProcessor", "EpmJepaModel", "EpmJepaOutput"),
+    "hf_jepa.modeling.i_jepa": ("IJepaConfig", "IJepaImageProcessor", "IJepaModel", "IJepaOutput"),
     "hf_jepa.modeling.jepa_reasoner": (
         "CoconutConfig",
         "CoconutLM",
@@ -51,8 +51,8 @@ def register_auto_classes() -> None:
     from transformers import AutoConfig, AutoImageProcessor, AutoModel
 
     from .modeling.bro_jepa import BroJepaConfig, BroJepaImageProcessor, BroJepaModel
-    from .modeling.epm_jepa import EpmJepaConfig, EpmJepaModel
-    from .modeling.i_jepa import IJepaConfig, IJepaModel
+    from .modeling.epm_jepa import EpmJepaConfig, EpmJepaImageProcessor, EpmJepaModel
+    from .modeling.i_jepa import IJepaConfig, IJepaImageProcessor, IJepaModel
     from .modeling.jepa_reasoner import JepaReasonerConfig  # noqa: F401  (the family registers its five model types)
     from .modeling.t_jepa import TJepaConfig, TJepaModel
 
@@ -70,8 +70,13 @@ def register_auto_classes() -> None:
         # installed, the registered classes are used (no remote code runs).
         config_class.register_for_auto_class()
         model_class.register_for_auto_class("AutoModel")
-    AutoImageProcessor.register(BroJepaConfig, image_processor_classes={"pil": BroJepaImageProcessor}, exist_ok=True)
-    BroJepaImageProcessor.register_for_auto_class("AutoImageProcessor")
+    for config_class, processor_class in (
+        (BroJepaConfig, BroJepaImageProcessor),
+        (EpmJepaConfig, EpmJepaImageProcessor),
+        (IJepaConfig, IJepaImageProcessor),
+    ):
+        AutoImageProcessor.register(config_class, image_processor_classes={"pil": processor_class}, exist_ok=True)
+        processor_class.register_for_auto_class("AutoImageProcessor")
 
     from . import pipelines  # noqa: F401  (registers the pipeline tasks)
 

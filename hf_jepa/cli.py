@@ -7,7 +7,7 @@
     hf-jepa reproduce epm-jepa [--data PATH] [--output-dir DIR] [--quick] [--set preset=full seeds=[0,1,2] ...]
     hf-jepa reproduce t-jepa [--data TEXT] [--output-dir DIR] [--quick] [--set mnist=PATH seeds=[0,1,2,3,4] ...]
     hf-jepa reproduce jepa-reasoner [--output-dir DIR] [--quick] [--set tasks=[cfg] steps_scale=2 seed=1 ...]
-    hf-jepa push DIR REPO_ID [--private]
+    hf-jepa push DIR REPO_ID [--private] [--revision BRANCH] [--create-pr]
 
 A user error (a bad argument, setting or file, a corrupt model folder, a Hub that cannot be reached) prints one line
 ``hf-jepa: error: ...`` and exits with status 2; ``--debug`` prints the traceback too. Anything else is a bug: its
@@ -397,7 +397,13 @@ def cmd_push(args: argparse.Namespace) -> int:
 
     try:
         url = push_to_hub(
-            args.model_dir, args.repo_id, token=args.token, private=args.private, commit_message=args.commit_message
+            args.model_dir,
+            args.repo_id,
+            token=args.token,
+            private=args.private,
+            commit_message=args.commit_message,
+            revision=args.revision,
+            create_pr=args.create_pr,
         )
     except Exception as error:
         message = describe(error)
@@ -520,6 +526,8 @@ def build_parser() -> argparse.ArgumentParser:
     push.add_argument("--private", action="store_true")
     push.add_argument("--token", help="Hub token (default: the logged-in one / $HF_TOKEN)")
     push.add_argument("--commit-message", default="Upload hf-jepa model")
+    push.add_argument("--revision", help="branch to commit to (created from main when missing; default main)")
+    push.add_argument("--create-pr", action="store_true", help="open a pull request instead of committing")
     push.set_defaults(handler=cmd_push)
     for command in (train, evaluate, reproduce, push):  # `hf-jepa train ... --debug` works too
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)

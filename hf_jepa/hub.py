@@ -63,6 +63,8 @@ def push_to_hub(
     private: bool = False,
     commit_message: str = "Upload hf-jepa model",
     ignore_patterns: list[str] | None = None,
+    revision: str | None = None,
+    create_pr: bool = False,
 ) -> str:
     """Upload a saved model folder (weights, config, card, image processor, figures, metrics) to `repo_id`.
 
@@ -70,9 +72,11 @@ def push_to_hub(
     `PreTrainedModel.push_to_hub`, which would replace README.md with a default card). Accelerate checkpoints and
     tracker logs are left out (`DEFAULT_IGNORE_PATTERNS`). The folder is only read, never written: the README.md
     uploaded is the local one with `MODEL_ID_PLACEHOLDER` replaced by the repo id in memory (`card_for_repo`), so a
-    failed push, or a push to another repo, leaves the local card as it was. Returns the repo URL.
+    failed push, or a push to another repo, leaves the local card as it was. `revision` commits to that branch
+    (created from main when missing); `create_pr=True` opens a pull request (against `revision` or main) instead of
+    committing. Returns the repo URL, or the pull request's URL with `create_pr`.
     """
-    from huggingface_hub import CommitOperationAdd, create_commit, create_repo
+    from huggingface_hub import CommitOperationAdd, create_branch, create_commit, create_repo
 
     folder = Path(model_dir)
     if not (folder / "config.json").is_file():
@@ -91,8 +95,16 @@ def push_to_hub(
             )
             for p in paths
         ]
+        if revision is not None and not revision.startswith("refs/pr/"):
+            create_branch(repo_url.repo_id, branch=revision, token=token, repo_type="model", exist_ok=True)
         commit = create_commit(
-            repo_url.repo_id, operations, commit_message=commit_message, token=token, repo_type="model"
+            repo_url.repo_id,
+            operations,
+            commit_message=commit_message,
+            token=token,
+            repo_type="model",
+            revision=revision,
+            create_pr=create_pr,
         )
-    logger.info("Uploaded %s to %s (%s)", folder, repo_url.repo_id, commit.commit_url)
-    return str(repo_url)
+    logger.info("Uploaded %s to %s (%s)", folder, repo_url.repo_id, commit.pr_url or commit.commit_url)
+    return str(commit.pr_url) if create_pr and commit.pr_url else str(repo_url)

@@ -93,7 +93,7 @@ def test_reasoner_and_dual_talker_learn_tree_search(tree_data, tmp_path):
     from transformers import pipeline
 
     pair_dir = tmp_path / "talker" / "pair"
-    pipe = pipeline("latent-reasoning", model=str(pair_dir))
+    pipe = pipeline("latent-reasoning", model=str(pair_dir), trust_remote_code=True)  # the folder declares it
     generated = pipe(data.eval_examples[0].prompt, max_new_tokens=data.max_answer_length)
     assert generated["generated_text"] == metrics["example_answer"]
     card = ModelCard.load(pair_dir / "README.md")

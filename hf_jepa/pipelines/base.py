@@ -30,6 +30,9 @@ class JepaPipeline(Pipeline):
     _load_processor = False
     _load_video_processor = False
     _load_image_processor = False
+    # The `config.model_type`s this task runs on: a saved folder of one of them declares the task in `custom_pipelines`
+    # (`hf_jepa.trainers.custom_pipelines`), so it loads with `trust_remote_code=True` where hf_jepa is not installed.
+    model_types: tuple[str, ...] = ()
 
     def save_pretrained(self, save_directory, **kwargs):
         """Save the model, its tokenizer or image processor and the pipeline's code; `config.json` gets

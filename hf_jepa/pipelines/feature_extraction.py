@@ -73,6 +73,7 @@ class JepaFeatureExtractionPipeline(JepaPipeline):
     restored afterwards).
     """
 
+    model_types = TEXT_MODEL_TYPES + IMAGE_MODEL_TYPES
     _load_tokenizer = None  # a T-JEPA directory holds its tokenizer: loaded when present, never required
     _load_image_processor = False  # images are normalised with the model config's own pixel statistics
 

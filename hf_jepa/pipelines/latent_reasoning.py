@@ -126,6 +126,7 @@ class LatentReasoningPipeline(JepaPipeline):
     restored afterwards).
     """
 
+    model_types = (PAIR_MODEL_TYPE,)
     _load_tokenizer = None  # the tokenizer saved beside the pair, when present; its absence is reported in __init__
 
     def __init__(self, *args, **kwargs):

@@ -81,6 +81,7 @@ class LatentWorldModelPipeline(JepaPipeline):
     The model runs in eval mode inside the pipeline (its mode is restored afterwards).
     """
 
+    model_types = (MODEL_TYPE,)
     _load_image_processor = None
 
     def __init__(self, *args, **kwargs):

@@ -62,6 +62,7 @@ class ModularArithmeticPipeline(JepaPipeline):
         `latent` (the predicted latent `P(z, k)`).
     """
 
+    model_types = ("bro_jepa",)
     _load_image_processor = None
 
     def __init__(self, *args, **kwargs):

@@ -27,7 +27,7 @@ from ..cards.epm_jepa import ADAPTER_FOLDER, render_card, result_rows
 from ..data import MnistSplits
 from ..data.moving_mnist import SHIFT_GRAVITY, TRAIN_GRAVITY, MovingMnist
 from ..metrics.world_model import evaluate_world_model, parameter_drift, plot_world_model_diagnostics
-from ..modeling.epm_jepa import EpmJepaConfig, EpmJepaModel
+from ..modeling.epm_jepa import EpmJepaConfig, EpmJepaImageProcessor, EpmJepaModel
 from ..modeling.epm_jepa.configuration_epm_jepa import TRACK_NAMES
 from ..modeling.epm_jepa.modeling_epm_jepa import EXPERIENCE_ADAPTER_FIELDS
 from ..trainers import Recipe
@@ -242,6 +242,8 @@ class EpmJepaRecipe(Recipe):
         with open(Path(output_dir) / "diagnostics.jsonl", "w") as handle:
             for record in self.history:
                 handle.write(json.dumps(record) + "\n")
+        # `pipeline("image-feature-extraction", model=dir)` encodes single frames with it.
+        EpmJepaImageProcessor.from_model_config(model.config).save_pretrained(output_dir)
         card = render_card(model.config, metrics, training_args=args, data_args=self.data_args)
         card.save(str(Path(output_dir) / "README.md"))
 

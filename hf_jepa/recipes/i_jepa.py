@@ -15,7 +15,7 @@ from ..data.masking import MultiBlockMaskSampler
 from ..data.streaming import StreamedBatches, stream_batches
 from ..metrics.collapse import plot_failure_signature
 from ..metrics.downstream import linear_probe_accuracy
-from ..modeling.i_jepa import IJepaConfig, IJepaModel
+from ..modeling.i_jepa import IJepaConfig, IJepaImageProcessor, IJepaModel
 from ..trainers import seeded_generator
 from ._checks import check_count, check_types
 from ._collapse import CollapseDiagnosedRecipe
@@ -170,6 +170,8 @@ class IJepaRecipe(CollapseDiagnosedRecipe):
 
     def save_artifacts(self, model, output_dir: str, metrics: dict, args) -> None:
         self.write_records(output_dir)
+        # `pipeline("image-feature-extraction", model=dir)` needs it (and the statistics the model was trained with).
+        IJepaImageProcessor.from_model_config(model.config).save_pretrained(output_dir)
         card = render_card(model.config, metrics, training_args=args, data_args=self.data_args)
         card.save(str(Path(output_dir) / "README.md"))
 

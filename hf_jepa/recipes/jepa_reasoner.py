@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from transformers import GenerationConfig
 
 from ..cards.jepa_reasoner import render_card, result_rows
 from ..data.reasoning import REASONING_TASKS, ReasoningData
@@ -33,6 +34,7 @@ from ..modeling.jepa_reasoner import (
     MonoTalkerModel,
 )
 from ..trainers import Recipe, seeded_generator
+from ..trainers.custom_pipelines import write_custom_pipelines
 from ._checks import check_choice, check_count, check_model_folder, check_types
 from .family import Family
 
@@ -114,13 +116,31 @@ class ReasoningRecipe(Recipe):
             )
             config.vocab_size = self.data.vocab_size
 
+    def decoding_defaults(self) -> GenerationConfig:
+        """Greedy decoding of up to one answer and its EOS, with the tokenizer's special-token ids: what a saved
+        model's generation_config.json holds (so `pipeline("text-generation")` stops where the evaluation does)."""
+        tokenizer = self.data.tokenizer
+        return GenerationConfig(
+            max_new_tokens=self.data.max_answer_length,
+            do_sample=False,
+            num_beams=1,
+            bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            pad_token_id=tokenizer.pad_token_id,
+        )
+
     def train_batch(self, step: int, rank: int, batch_size: int) -> dict[str, torch.Tensor]:
         count = self.data.train["input_ids"].shape[0]
         index = torch.randint(count, (batch_size,), generator=seeded_generator(self.seed, step, rank))
         return self.data.batch(self.data.train, index, self.batch_keys)
 
     def save_artifacts(self, model, output_dir: str, metrics: dict, args) -> None:
+        # The tokenizer truncates to what the model's position table holds (not a default 4096).
+        self.data.tokenizer.model_max_length = model.config.max_position_embeddings
         self.data.tokenizer.save_pretrained(output_dir)
+        if model.can_generate():  # greedy decoding of one answer and its EOS, as the evaluation decodes
+            model.generation_config = self.decoding_defaults()
+            model.generation_config.save_pretrained(output_dir)
         card = render_card(
             model.config,
             metrics,
@@ -273,8 +293,12 @@ class TalkerRecipe(ReasoningRecipe):
         # The pair (one checkpoint + the tokenizer) is what `pipeline("latent-reasoning", model=<dir>/pair)` loads.
         pair_dir = Path(output_dir) / "pair"
         pair = self.pair(model)
+        pair.generation_config = self.decoding_defaults()  # generation_config.json: what text-generation decodes with
         pair.save_pretrained(pair_dir)
+        # The pair's prompts go to the reasoner: its position table bounds them.
+        self.data.tokenizer.model_max_length = pair.config.reasoner_config.max_position_embeddings
         self.data.tokenizer.save_pretrained(pair_dir)
+        write_custom_pipelines(pair_dir)  # latent-reasoning, loadable without hf_jepa
         card = render_card(
             pair.config,
             metrics,

@@ -293,6 +293,8 @@ class TJepaRecipe(CollapseDiagnosedRecipe):
         return metrics
 
     def save_artifacts(self, model, output_dir: str, metrics: dict, args) -> None:
+        # The tokenizer truncates (`truncation=True`) to what the model's position table holds, not to a default 512.
+        self.tokenizer.model_max_length = model.config.backbone_config.max_position_embeddings
         self.tokenizer.save_pretrained(output_dir)
         self.write_records(output_dir)
         card = render_card(model.config, metrics, training_args=args, data_args=self.data_args)

@@ -307,12 +307,19 @@ class LoopbackHub:
             )
         return 200, {"files": out, "commitOid": None}
 
-    def commit(self, kind, repo_id, rev, raw, **_):
+    def commit(self, kind, repo_id, rev, raw, query=None, **_):
         repo_type, branch = kind[:-1], unquote(rev)
         lines = [json.loads(line) for line in raw.decode().splitlines() if line.strip()]
+        create_pr = (query or {}).get("create_pr", ["0"])[0].lower() in ("1", "true")
+        pr_url = None
         with self._lock:
             repo = self._repo(repo_type, repo_id)
             head, files = self._tree(repo, branch)
+            if create_pr:  # a pull request is the ref refs/pr/N, starting at the base branch's head
+                number = 1 + sum(ref.startswith("refs/pr/") for ref in repo.refs)
+                branch = f"refs/pr/{number}"
+                repo.refs[branch] = head
+                pr_url = f"{self._repo_url(repo_type, repo_id)}/discussions/{number}"
             files = dict(files)
             for line in lines:
                 key, value = line["key"], line["value"]
@@ -337,7 +344,7 @@ class LoopbackHub:
         return 200, {
             "commitUrl": f"{self._repo_url(repo_type, repo_id)}/commit/{sha}",
             "commitOid": sha,
-            "pullRequestUrl": None,
+            "pullRequestUrl": pr_url,
             "success": True,
         }
 

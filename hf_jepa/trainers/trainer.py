@@ -41,6 +41,7 @@ from .checkpointing import (
     settings_differences,
     write_main_files,
 )
+from .custom_pipelines import write_custom_pipelines
 from .ema import ema_momentum, ema_update_
 from .optim import build_optimizer, warmup_cosine_lambda
 from .output_dir import prepare_output_dir
@@ -450,6 +451,9 @@ class JepaTrainer:
             for entry in history:
                 handle.write(json.dumps(entry, default=float) + "\n")
         self.recipe.save_artifacts(model, str(output_dir), metrics, self.args)
+        # The folder's own hf-jepa pipeline task(s) and their code: `pipeline(task, model=dir, trust_remote_code=True)`
+        # then works without hf_jepa (as after `pipe.save_pretrained`).
+        write_custom_pipelines(output_dir)
         logger.info("Saved model, metrics and card to %s", output_dir)
 
 

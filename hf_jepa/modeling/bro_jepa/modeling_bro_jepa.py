@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import PreTrainedModel
 from transformers import initialization as init
+from transformers.modeling_outputs import BaseModelOutputWithPooling
 from transformers.utils import ModelOutput
 
 from .configuration_bro_jepa import BroJepaConfig
@@ -535,13 +536,17 @@ class BroJepaModel(BroJepaPreTrainedModel):
     def forward(
         self,
         pixel_values: torch.Tensor,
-        operations,
+        operations=None,
         target_pixel_values: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
         return_dict: bool | None = None,
         **kwargs,
-    ) -> BroJepaOutput | tuple:
+    ) -> BroJepaOutput | BaseModelOutputWithPooling | tuple:
         r"""
+        Without `operations` the model acts as an encoder, as `pipeline("image-feature-extraction")` calls it: a
+        `BaseModelOutputWithPooling` whose `pooler_output` is the context latent `(batch, latent_dim)` and whose
+        `last_hidden_state` is the same latent as a one-token sequence `(batch, 1, latent_dim)`; no loss.
+
         pixel_values (`torch.FloatTensor` of shape `(batch, num_channels, image_size, image_size)`):
             Normalised images of the operands `x`. Any floating dtype is accepted and cast to the model's dtype; NaN
             or inf values and an empty batch raise `ValueError`, integer images `TypeError` (use the image processor).
@@ -555,6 +560,13 @@ class BroJepaModel(BroJepaPreTrainedModel):
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         config = self.config
         context_latent = self.encode(pixel_values)
+        if operations is None:  # encoder use (feature extraction)
+            if target_pixel_values is not None or labels is not None:
+                raise ValueError(
+                    "operations is missing: target_pixel_values and labels need the operation k per sample"
+                )
+            output = BaseModelOutputWithPooling(last_hidden_state=context_latent[:, None], pooler_output=context_latent)
+            return output if return_dict else output.to_tuple()
         operations = self._check_operations(operations, pixel_values.shape[0])
         predicted_latent = self.predictor(context_latent, operations)
         logits = self.class_logits(predicted_latent)

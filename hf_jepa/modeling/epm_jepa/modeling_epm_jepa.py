@@ -29,6 +29,7 @@ from peft.tuners.lora import LoraLayer
 from torch import nn
 from transformers import PreTrainedModel
 from transformers import initialization as init
+from transformers.modeling_outputs import BaseModelOutputWithPooling
 from transformers.utils import ModelOutput
 
 from .configuration_epm_jepa import EpmJepaConfig
@@ -943,8 +944,13 @@ class EpmJepaModel(EpmJepaPreTrainedModel):
         update_experience: bool | None = None,
         return_dict: bool | None = None,
         **kwargs,
-    ) -> EpmJepaOutput | tuple:
+    ) -> EpmJepaOutput | BaseModelOutputWithPooling | tuple:
         r"""
+        Single frames `(batch, num_channels, image_size, image_size)` make the model a frame encoder, as
+        `pipeline("image-feature-extraction")` calls it: a `BaseModelOutputWithPooling` whose `pooler_output` is each
+        frame's context latent `(batch, latent_dim)` and whose `last_hidden_state` is the same latent as a one-token
+        sequence `(batch, 1, latent_dim)`; no prediction, no loss, the gate and the buffer untouched.
+
         pixel_values (`torch.FloatTensor` of shape `(batch, frames, num_channels, image_size, image_size)`):
             Frame sequences with values in [0, 1]; at least `context_length + 1` frames. Every frame after the first
             `context_length` is predicted from the ones before it and scored against the EMA target encoder. Any
@@ -955,6 +961,10 @@ class EpmJepaModel(EpmJepaPreTrainedModel):
         """
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         config = self.config
+        if isinstance(pixel_values, torch.Tensor) and pixel_values.ndim == 4:  # frame encoder (feature extraction)
+            latent = self.encode(pixel_values[:, None])[:, 0]
+            output = BaseModelOutputWithPooling(last_hidden_state=latent[:, None], pooler_output=latent)
+            return output if return_dict else output.to_tuple()
         pixel_values = self._check_frames(pixel_values, config.context_length + 1, "scoring a prediction")
         update_experience = self.training if update_experience is None else update_experience
         k = config.context_length

@@ -1,4 +1,5 @@
 from .configuration_i_jepa import IJepaConfig, vit_huge_config
+from .image_processing_i_jepa import IJepaImageProcessor
 from .modeling_i_jepa import IJepaModel, IJepaOutput, IJepaPreTrainedModel
 
-__all__ = ["IJepaConfig", "IJepaModel", "IJepaOutput", "IJepaPreTrainedModel", "vit_huge_config"]
+__all__ = ["IJepaConfig", "IJepaImageProcessor", "IJepaModel", "IJepaOutput", "IJepaPreTrainedModel", "vit_huge_config"]

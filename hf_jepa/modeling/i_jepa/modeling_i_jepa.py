@@ -37,6 +37,7 @@ from torch import nn
 from transformers import PreTrainedModel
 from transformers import initialization as init
 from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import BaseModelOutputWithPooling
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.vit.modeling_vit import ViTLayer, ViTPatchEmbeddings
 from transformers.utils import ModelOutput
@@ -475,12 +476,16 @@ class IJepaModel(IJepaPreTrainedModel):
     def forward(
         self,
         pixel_values: torch.Tensor,
-        context_indices: torch.Tensor,
-        target_indices: torch.Tensor,
+        context_indices: torch.Tensor | None = None,
+        target_indices: torch.Tensor | None = None,
         return_dict: bool | None = None,
         **kwargs,
-    ) -> IJepaOutput | tuple:
+    ) -> IJepaOutput | BaseModelOutputWithPooling | tuple:
         r"""
+        Without `context_indices` and `target_indices` the model acts as an encoder, as
+        `pipeline("image-feature-extraction")` calls it: a `BaseModelOutputWithPooling` with the context encoder's
+        states over all patches `(batch, num_patches, hidden)` and their average `(batch, hidden)`; no loss.
+
         pixel_values (`torch.FloatTensor` of shape `(batch, num_channels, image_size, image_size)`): normalised images
             (any floating dtype, cast to the model's dtype; NaN or inf values raise `ValueError`).
         context_indices (`torch.LongTensor` of shape `(batch, num_context_patches)`): row-major patch indices
@@ -491,6 +496,15 @@ class IJepaModel(IJepaPreTrainedModel):
             context. Equal counts across the batch and the blocks (I-JEPA's collator truncates to the minimum).
         """
         return_dict = return_dict if return_dict is not None else self.config.return_dict
+        if context_indices is None and target_indices is None:  # encoder use (feature extraction)
+            hidden = self.encode(pixel_values)
+            output = BaseModelOutputWithPooling(last_hidden_state=hidden, pooler_output=hidden.mean(dim=1))
+            return output if return_dict else output.to_tuple()
+        if context_indices is None or target_indices is None:
+            missing = "context_indices" if context_indices is None else "target_indices"
+            raise ValueError(
+                f"{missing} is missing: pass both context_indices and target_indices (training), or neither (encoder)"
+            )
         pixel_values, context_indices, target_indices = self._check_inputs(
             pixel_values, context_indices, target_indices
         )

@@ -34,6 +34,8 @@ AutoConfig.register(JepaReasonerConfig.model_type, JepaReasonerConfig, exist_ok=
 AutoModel.register(JepaReasonerConfig, JepaReasonerModel, exist_ok=True)
 AutoConfig.register(JepaReasonerWithTalkerConfig.model_type, JepaReasonerWithTalkerConfig, exist_ok=True)
 AutoModel.register(JepaReasonerWithTalkerConfig, JepaReasonerWithTalker, exist_ok=True)
+# The pair generates text: `pipeline("text-generation")` loads it through AutoModelForCausalLM.
+AutoModelForCausalLM.register(JepaReasonerWithTalkerConfig, JepaReasonerWithTalker, exist_ok=True)
 for _config, _model in (
     (MonoTalkerConfig, MonoTalkerModel),
     (DualTalkerConfig, DualTalkerModel),

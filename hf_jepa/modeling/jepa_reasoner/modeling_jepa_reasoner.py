@@ -35,6 +35,7 @@ from transformers import GenerationMixin, PreTrainedModel
 from transformers import initialization as init
 from transformers.cache_utils import Cache, DynamicCache
 from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import BaseModelOutput
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.utils import ModelOutput
 from transformers.utils.generic import is_flash_attention_requested
@@ -619,14 +620,20 @@ class JepaReasonerModel(JepaReasonerPreTrainedModel):
 
     def forward(
         self,
-        prompt_ids: torch.Tensor,
+        prompt_ids: torch.Tensor | None = None,
         prompt_mask: torch.Tensor | None = None,
         answer_ids: torch.Tensor | None = None,
         answer_mask: torch.Tensor | None = None,
         return_dict: bool | None = None,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
         **kwargs,
-    ) -> JepaReasonerOutput | tuple:
+    ) -> JepaReasonerOutput | BaseModelOutput | tuple:
         r"""
+        Called with `input_ids` (and `attention_mask`) instead of `prompt_ids`, as `pipeline("feature-extraction")`
+        calls it, the model returns its reasoning: a `BaseModelOutput` whose `last_hidden_state` is the latent chain
+        `generate_latents(input_ids, attention_mask)` `(batch, num_reasoning_steps, hidden)` (no noise); no loss.
+
         prompt_ids (`torch.LongTensor` of shape `(batch, P)`): prompts, left-padded.
         prompt_mask (`torch.LongTensor` of shape `(batch, P)`, *optional*): 1 for prompt tokens, 0 for padding.
         answer_ids (`torch.LongTensor` of shape `(batch, A)`, *optional*): answer tokens, EOS, right padding.
@@ -635,6 +642,15 @@ class JepaReasonerModel(JepaReasonerPreTrainedModel):
         """
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         config = self.config
+        if prompt_ids is None:
+            if input_ids is None:
+                raise ValueError(
+                    "pass prompt_ids (training, latents of [prompt, SEP, answer]) or input_ids (the chain)"
+                )
+            if answer_ids is not None:
+                raise ValueError("answer_ids go with prompt_ids, not input_ids: pass the prompts as prompt_ids")
+            output = BaseModelOutput(last_hidden_state=self.generate_latents(input_ids, attention_mask))
+            return output if return_dict else output.to_tuple()
         check_token_ids(prompt_ids, "prompt_ids", config.vocab_size)
         prompt_mask = check_mask(prompt_mask, "prompt_mask", prompt_ids)
         ids, mask = self._with_sep(prompt_ids, prompt_mask)
@@ -805,7 +821,11 @@ class _TalkerBase(JepaTalkerPreTrainedModel):
         """The latent chain's shape and mask; with `check_values` (when the prefix is computed: once per `generate`)
         also that it is a floating tensor of finite values (NaN or inf raise `ValueError`)."""
         if latents is None:
-            raise ValueError(f"{type(self).__name__} needs latents (batch, steps, latent_size): the reasoner's chain")
+            raise ValueError(
+                f"{type(self).__name__} needs latents (batch, steps, latent_size): the reasoner's chain. A Talker is a "
+                "component with no standard pipeline task of its own: for text from a prompt load the reasoner+Talker "
+                "pair folder (`<talker run>/pair`) with pipeline('text-generation') or pipeline('latent-reasoning')"
+            )
         if check_values:
             check_finite_latents(latents, "latents")
         if latents.ndim != 3 or latents.shape[-1] != self.config.latent_size:
@@ -993,7 +1013,7 @@ def _mark_initialized(module: nn.Module):
         submodule._is_hf_initialized = True
 
 
-class JepaReasonerWithTalker(JepaPreTrainedBase):
+class JepaReasonerWithTalker(JepaPreTrainedBase, GenerationMixin):
     """
     A reasoner and a Talker (Mono or Dual) used together, as one `PreTrainedModel`: `self.reasoner` (a
     [`JepaReasonerModel`]) and `self.talker` (a [`MonoTalkerModel`] or [`DualTalkerModel`], chosen by
@@ -1032,6 +1052,7 @@ class JepaReasonerWithTalker(JepaPreTrainedBase):
         self.reasoner = reasoner
         self.talker = talker
         self.post_init()
+        seed_auto_map(self, "AutoModelForCausalLM")  # `pipeline("text-generation")` without hf_jepa
 
     @classmethod
     def from_components(
@@ -1087,19 +1108,41 @@ class JepaReasonerWithTalker(JepaPreTrainedBase):
     @torch.no_grad()
     def generate(
         self,
-        prompt_ids: torch.Tensor,
+        prompt_ids: torch.Tensor | None = None,
         prompt_mask: torch.Tensor | None = None,
         num_reasoning_steps: int | None = None,
         latent_noise_std: float = 0.0,
         generator: torch.Generator | None = None,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
         **generation_kwargs,
     ):
-        """`(token_ids, latent_chain)`: the reasoner's chain `(B, steps, hidden)` (from `generate_latents`, with
+        """Called as `GenerationMixin.generate` is (`input_ids`, `attention_mask`, `generation_config`, ... - what
+        `pipeline("text-generation")` passes), the prompt is `input_ids` and the result is one tensor: the prompt
+        followed by the Talker's tokens (BOS dropped), `torch.cat([input_ids, token_ids], 1)`. Decoding defaults
+        come from `self.generation_config` (saved as generation_config.json) unless a `generation_config` or
+        generation keywords are passed.
+
+        Called with `prompt_ids`, it returns `(token_ids, latent_chain)`: the reasoner's chain `(B, steps, hidden)` (from `generate_latents`, with
         optional latent noise drawn from `generator`), then the Talker's `generate` from a BOS column with
         `generation_kwargs` (e.g. `max_new_tokens`, `do_sample`, `num_beams`). Prompts are left-padded
         (`prompt_mask` 0 on padding). `token_ids` excludes the BOS column; with `return_dict_in_generate=True` it is
         the Talker's full generate output instead. An empty prompt, a `latent_noise_std` that is not a finite number
         >= 0, or a chain with NaN / inf values (e.g. from broken weights) raise `ValueError`."""
+        if prompt_ids is None:
+            if input_ids is None:
+                raise ValueError(
+                    "pass prompt_ids (returns token ids and the chain) or input_ids (returns prompt + tokens)"
+                )
+            if generation_kwargs.get("generation_config") is None:  # the saved defaults, updated by the keywords
+                defaults = copy.deepcopy(self.generation_config)
+                generation_kwargs = {**defaults.update(**generation_kwargs), "generation_config": defaults}
+            tokens, _ = self.generate(
+                input_ids, attention_mask, num_reasoning_steps, latent_noise_std, generator, **generation_kwargs
+            )
+            if not isinstance(tokens, torch.Tensor):
+                raise ValueError("return_dict_in_generate is not supported with input_ids: call generate(prompt_ids)")
+            return torch.cat([input_ids, tokens.to(input_ids.device)], 1)
         chain = self.reasoner.generate_latents(
             prompt_ids,
             prompt_mask,

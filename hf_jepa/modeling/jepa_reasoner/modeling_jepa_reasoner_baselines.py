@@ -346,7 +346,24 @@ class CoconutLM(_DecoderLMBase, GenerationMixin):
         """Run the thoughts after `[prompt, SEP]`, then decode from a BOS column through `GenerationMixin`
         (greedy / sampling / beams, with or without a cache: `use_cache=False`). Noise of std `latent_noise_std`
         (drawn once from `noise_generator`, shape `(B, K, hidden)`) is added to the thoughts. Returns what
-        `GenerationMixin.generate` returns: `[BOS, answer tokens...]` by default."""
+        `GenerationMixin.generate` returns: `[BOS, answer tokens...]` by default.
+
+        Called with `input_ids` and no `prompt_ids` (as `pipeline("text-generation")` calls it), `input_ids` is the
+        prompt (`attention_mask` its mask) and the result is the prompt followed by the answer tokens (BOS dropped),
+        as `GenerationMixin.generate` returns for a decoder-only model."""
+        if prompt_ids is None and input_ids is not None:
+            prompt = input_ids
+            generated = self.generate(
+                prompt_ids=prompt,
+                prompt_mask=kwargs.pop("attention_mask", None),
+                latent_noise_std=latent_noise_std,
+                noise_generator=noise_generator,
+                thought_noise=thought_noise,
+                **kwargs,
+            )
+            if not isinstance(generated, torch.Tensor):
+                raise ValueError("return_dict_in_generate is not supported with input_ids: call generate(prompt_ids)")
+            return torch.cat([prompt, generated[:, 1:]], 1)
         if prompt_ids is None:
             raise ValueError("CoconutLM.generate needs prompt_ids (batch, P)")
         batch = prompt_ids.shape[0]

@@ -25,6 +25,7 @@ from torch import nn
 from transformers import BertModel, PreTrainedModel
 from transformers import initialization as init
 from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import BaseModelOutputWithPooling
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.utils import ModelOutput
 
@@ -584,8 +585,12 @@ class TJepaModel(TJepaPreTrainedModel):
         second_target_mask: torch.Tensor | None = None,
         return_dict: bool | None = None,
         **kwargs,
-    ) -> TJepaOutput | tuple:
+    ) -> TJepaOutput | BaseModelOutputWithPooling | tuple:
         r"""
+        Without `target_mask` (and `second_target_mask`) the model acts as an encoder, as `pipeline("feature-extraction")`
+        calls it: a `BaseModelOutputWithPooling` with the context encoder's last-layer states `(batch, length, hidden)`
+        and their mean over the attended tokens `(batch, hidden)` (`mean_pool`); no loss, no masking.
+
         input_ids (`torch.LongTensor` of shape `(batch, length)`): token ids of the full sentences.
         attention_mask (`torch.LongTensor` of shape `(batch, length)`, *optional*): 1 for tokens, 0 for padding.
         target_mask (`torch.BoolTensor` of shape `(batch, length)`): the target spans (JEPA, MLM) or the masked
@@ -597,6 +602,12 @@ class TJepaModel(TJepaPreTrainedModel):
         """
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         attention_mask = self._check_inputs(input_ids, attention_mask)
+        if target_mask is None and second_target_mask is None:  # encoder use (feature extraction)
+            hidden = self.encode(input_ids, attention_mask)
+            output = BaseModelOutputWithPooling(
+                last_hidden_state=hidden, pooler_output=mean_pool(hidden, attention_mask)
+            )
+            return output if return_dict else output.to_tuple()
         target_mask = self._check_target_mask(target_mask, attention_mask)
         objective = self.config.objective
         if objective == "jepa":
