@@ -8,6 +8,7 @@
     hf-jepa reproduce t-jepa [--data TEXT] [--output-dir DIR] [--quick] [--set mnist=PATH seeds=[0,1,2,3,4] ...]
     hf-jepa reproduce jepa-reasoner [--output-dir DIR] [--quick] [--set tasks=[cfg] steps_scale=2 seed=1 ...]
     hf-jepa push DIR REPO_ID [--private]
+    hf-jepa push-dataset KIND REPO_ID [--set key=value ...] [--private] [--revision REV] [--token TOKEN]
 
 A user error (a bad argument, setting or file, a corrupt model folder, a Hub that cannot be reached) prints one line
 ``hf-jepa: error: ...`` and exits with status 2; ``--debug`` prints the traceback too. Anything else is a bug: its
@@ -410,6 +411,51 @@ def cmd_push(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_push_dataset(args: argparse.Namespace) -> int:
+    """Generate a dataset kind with the generator's parameters (`--set`), render its card and push both."""
+    from .cli_errors import describe
+    from .data.sharing import DATASET_KINDS, push_dataset
+    from .settings import dataclass_defaults
+
+    if args.kind not in DATASET_KINDS:
+        close = difflib.get_close_matches(args.kind, DATASET_KINDS, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise CliError(f"unknown dataset kind {args.kind!r}{hint}; choose one of: {', '.join(DATASET_KINDS)}")
+    parameters_class = DATASET_KINDS[args.kind]
+    defaults, annotations = dataclass_defaults(parameters_class), _annotations(parameters_class)
+    values = {}
+    for raw_key, value in parse_overrides(args.overrides or []).items():
+        key = raw_key.replace("-", "_")
+        if key not in defaults:
+            close = difflib.get_close_matches(key, defaults, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise CliError(
+                f"unknown setting {raw_key!r} for {args.kind}{hint}; valid keys: {', '.join(sorted(defaults))}"
+            )
+        values[key] = _coerce(key, value, defaults[key], annotations.get(key, ""))
+    try:
+        parameters = parameters_class(**values)
+    except (TypeError, ValueError) as error:
+        raise CliError(f"push-dataset {args.kind}: {error}") from error
+    try:
+        url = push_dataset(
+            args.kind,
+            args.repo_id,
+            parameters,
+            token=args.token,
+            private=args.private,
+            revision=args.revision,
+            commit_message=args.commit_message,
+        )
+    except Exception as error:
+        message = describe(error)
+        if message is None:
+            raise
+        raise CliError(f"push-dataset {args.kind} to {args.repo_id} failed: {message}") from error
+    print(url)
+    return 0
+
+
 class _TrainHelp(argparse.Action):
     """`hf-jepa train --help`, and with a family (`hf-jepa train bro-jepa --help`) every key `--set` and YAML accept,
     with the family's default and the one-line description from the class docstrings."""
@@ -459,7 +505,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     parser.add_argument("--debug", action="store_true", help="on an error, print the full traceback too")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{train,eval,reproduce,push}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{train,eval,reproduce,push,push-dataset}")
 
     train = sub.add_parser(
         "train",
@@ -521,7 +567,28 @@ def build_parser() -> argparse.ArgumentParser:
     push.add_argument("--token", help="Hub token (default: the logged-in one / $HF_TOKEN)")
     push.add_argument("--commit-message", default="Upload hf-jepa model")
     push.set_defaults(handler=cmd_push)
-    for command in (train, evaluate, reproduce, push):  # `hf-jepa train ... --debug` works too
+
+    push_dataset = sub.add_parser(
+        "push-dataset",
+        help="generate a synthetic dataset (with its card) and upload it to the Hub",
+        description=(
+            "Generate one of hf-jepa's synthetic datasets (KIND: moving-mnist-gravity, ambiguity-corpus, "
+            "reasoning-tree-search, reasoning-cfg, reasoning-arithmetic) with the generator's parameters (--set), "
+            "render its dataset card and push splits (parquet), card and tokenizer in one commit. Local files are "
+            "not touched."
+        ),
+    )
+    push_dataset.add_argument("kind", metavar="KIND")
+    push_dataset.add_argument("repo_id", metavar="REPO_ID")
+    _add_set_argument(
+        push_dataset, "generator parameters, e.g. --set seed=1 train_sequences=512 (defaults: the recipe's)"
+    )
+    push_dataset.add_argument("--private", action="store_true")
+    push_dataset.add_argument("--revision", help="branch to push to (created from main when missing)")
+    push_dataset.add_argument("--token", help="Hub token (default: the logged-in one / $HF_TOKEN)")
+    push_dataset.add_argument("--commit-message", help="default: 'Upload hf-jepa KIND dataset'")
+    push_dataset.set_defaults(handler=cmd_push_dataset)
+    for command in (train, evaluate, reproduce, push, push_dataset):  # `hf-jepa train ... --debug` works too
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     return parser
 
