@@ -422,34 +422,18 @@ def cmd_push_dataset(args: argparse.Namespace) -> int:
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise CliError(f"unknown dataset kind {args.kind!r}{hint}; choose one of: {', '.join(DATASET_KINDS)}")
     parameters_class = DATASET_KINDS[args.kind]
-    defaults, annotations = dataclass_defaults(parameters_class), _annotations(parameters_class)
-    values = {}
-    for raw_key, value in parse_overrides(args.overrides or []).items():
-        key = raw_key.replace("-", "_")
+    defaults, annotations, values = dataclass_defaults(parameters_class), _annotations(parameters_class), {}
+    for key, value in parse_overrides(args.overrides or []).items():
         if key not in defaults:
             close = difflib.get_close_matches(key, defaults, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise CliError(
-                f"unknown setting {raw_key!r} for {args.kind}{hint}; valid keys: {', '.join(sorted(defaults))}"
-            )
+            raise CliError(f"unknown setting {key!r} for {args.kind}{hint}; valid keys: {', '.join(sorted(defaults))}")
         values[key] = _coerce(key, value, defaults[key], annotations.get(key, ""))
-    try:
-        parameters = parameters_class(**values)
-    except (TypeError, ValueError) as error:
-        raise CliError(f"push-dataset {args.kind}: {error}") from error
-    try:
-        url = push_dataset(
-            args.kind,
-            args.repo_id,
-            parameters,
-            token=args.token,
-            private=args.private,
-            revision=args.revision,
-            commit_message=args.commit_message,
-        )
+    options = dict(token=args.token, private=args.private, revision=args.revision, commit_message=args.commit_message)
+    try:  # a bad parameter value is reported before the Hub is contacted (the dataclass checks it)
+        url = push_dataset(args.kind, args.repo_id, parameters_class(**values), **options)
     except Exception as error:
-        message = describe(error)
-        if message is None:
+        if (message := describe(error)) is None:
             raise
         raise CliError(f"push-dataset {args.kind} to {args.repo_id} failed: {message}") from error
     print(url)
@@ -570,23 +554,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     push_dataset = sub.add_parser(
         "push-dataset",
-        help="generate a synthetic dataset (with its card) and upload it to the Hub",
-        description=(
-            "Generate one of hf-jepa's synthetic datasets (KIND: moving-mnist-gravity, ambiguity-corpus, "
-            "reasoning-tree-search, reasoning-cfg, reasoning-arithmetic) with the generator's parameters (--set), "
-            "render its dataset card and push splits (parquet), card and tokenizer in one commit. Local files are "
-            "not touched."
-        ),
+        help="generate a synthetic dataset and upload it with its card to the Hub (local files untouched)",
+        description="KIND: moving-mnist-gravity, ambiguity-corpus, reasoning-tree-search, reasoning-cfg, "
+        "reasoning-arithmetic; --set takes the generator's parameters (defaults: the recipe's).",
     )
     push_dataset.add_argument("kind", metavar="KIND")
     push_dataset.add_argument("repo_id", metavar="REPO_ID")
-    _add_set_argument(
-        push_dataset, "generator parameters, e.g. --set seed=1 train_sequences=512 (defaults: the recipe's)"
-    )
+    _add_set_argument(push_dataset, "generator parameters, e.g. --set seed=1 train_sequences=512")
     push_dataset.add_argument("--private", action="store_true")
     push_dataset.add_argument("--revision", help="branch to push to (created from main when missing)")
     push_dataset.add_argument("--token", help="Hub token (default: the logged-in one / $HF_TOKEN)")
-    push_dataset.add_argument("--commit-message", help="default: 'Upload hf-jepa KIND dataset'")
+    push_dataset.add_argument("--commit-message")
     push_dataset.set_defaults(handler=cmd_push_dataset)
     for command in (train, evaluate, reproduce, push, push_dataset):  # `hf-jepa train ... --debug` works too
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
