@@ -235,6 +235,16 @@ def test_push_then_load_back_bit_for_bit(hub, online, shared, tmp_path, monkeypa
     )
     assert datasets.load_dataset("org/cfg", cache_dir=cache)["train"].num_rows == 12  # main; v1 keeps its 40 rows
     assert datasets.load_dataset("org/cfg", revision="v1", cache_dir=cache)["train"].num_rows == 40
+    # A new push replaces the earlier data files: without training sequences only the evaluation splits remain, and
+    # they become the default configuration.
+    evaluation_only = {**MOVING, "train_sequences": 0, "adapt_sequences": 0}
+    push_dataset("moving-mnist-gravity", "org/moving", dataset_parameters("moving-mnist-gravity", **evaluation_only))
+    assert sorted(p for p in hub.files("org/moving", repo_type="dataset") if p.startswith("data/")) == [
+        "data/evaluation/eval_shift-00000-of-00001.parquet",
+        "data/evaluation/eval_train-00000-of-00001.parquet",
+    ]
+    reloaded = datasets.load_dataset("org/moving", cache_dir=cache)
+    _assert_same_splits(reloaded, shared["moving-mnist-gravity"].configs["evaluation"])
 
 
 def _one_line_error(capsys, argv) -> str:
