@@ -8,6 +8,7 @@
     hf-jepa reproduce t-jepa [--data TEXT] [--output-dir DIR] [--quick] [--set mnist=PATH seeds=[0,1,2,3,4] ...]
     hf-jepa reproduce jepa-reasoner [--output-dir DIR] [--quick] [--set tasks=[cfg] steps_scale=2 seed=1 ...]
     hf-jepa push DIR REPO_ID [--private] [--revision BRANCH] [--create-pr]
+    hf-jepa push-dataset KIND REPO_ID [--set key=value ...] [--private] [--revision REV] [--token TOKEN]
 
 A user error (a bad argument, setting or file, a corrupt model folder, a Hub that cannot be reached) prints one line
 ``hf-jepa: error: ...`` and exits with status 2; ``--debug`` prints the traceback too. Anything else is a bug: its
@@ -416,6 +417,35 @@ def cmd_push(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_push_dataset(args: argparse.Namespace) -> int:
+    """Generate a dataset kind with the generator's parameters (`--set`), render its card and push both."""
+    from .cli_errors import describe
+    from .data.sharing import DATASET_KINDS, push_dataset
+    from .settings import dataclass_defaults
+
+    if args.kind not in DATASET_KINDS:
+        close = difflib.get_close_matches(args.kind, DATASET_KINDS, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise CliError(f"unknown dataset kind {args.kind!r}{hint}; choose one of: {', '.join(DATASET_KINDS)}")
+    parameters_class = DATASET_KINDS[args.kind]
+    defaults, annotations, values = dataclass_defaults(parameters_class), _annotations(parameters_class), {}
+    for key, value in parse_overrides(args.overrides or []).items():
+        if key not in defaults:
+            close = difflib.get_close_matches(key, defaults, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise CliError(f"unknown setting {key!r} for {args.kind}{hint}; valid keys: {', '.join(sorted(defaults))}")
+        values[key] = _coerce(key, value, defaults[key], annotations.get(key, ""))
+    options = dict(token=args.token, private=args.private, revision=args.revision, commit_message=args.commit_message)
+    try:  # a bad parameter value is reported before the Hub is contacted (the dataclass checks it)
+        url = push_dataset(args.kind, args.repo_id, parameters_class(**values), **options)
+    except Exception as error:
+        if (message := describe(error)) is None:
+            raise
+        raise CliError(f"push-dataset {args.kind} to {args.repo_id} failed: {message}") from error
+    print(url)
+    return 0
+
+
 class _TrainHelp(argparse.Action):
     """`hf-jepa train --help`, and with a family (`hf-jepa train bro-jepa --help`) every key `--set` and YAML accept,
     with the family's default and the one-line description from the class docstrings."""
@@ -465,7 +495,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     parser.add_argument("--debug", action="store_true", help="on an error, print the full traceback too")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{train,eval,reproduce,push}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{train,eval,reproduce,push,push-dataset}")
 
     train = sub.add_parser(
         "train",
@@ -529,7 +559,22 @@ def build_parser() -> argparse.ArgumentParser:
     push.add_argument("--revision", help="branch to commit to (created from main when missing; default main)")
     push.add_argument("--create-pr", action="store_true", help="open a pull request instead of committing")
     push.set_defaults(handler=cmd_push)
-    for command in (train, evaluate, reproduce, push):  # `hf-jepa train ... --debug` works too
+
+    push_dataset = sub.add_parser(
+        "push-dataset",
+        help="generate a synthetic dataset and upload it with its card to the Hub (local files untouched)",
+        description="KIND: moving-mnist-gravity, ambiguity-corpus, reasoning-tree-search, reasoning-cfg, "
+        "reasoning-arithmetic; --set takes the generator's parameters (defaults: the recipe's).",
+    )
+    push_dataset.add_argument("kind", metavar="KIND")
+    push_dataset.add_argument("repo_id", metavar="REPO_ID")
+    _add_set_argument(push_dataset, "generator parameters, e.g. --set seed=1 train_sequences=512")
+    push_dataset.add_argument("--private", action="store_true")
+    push_dataset.add_argument("--revision", help="branch to push to (created from main when missing)")
+    push_dataset.add_argument("--token", help="Hub token (default: the logged-in one / $HF_TOKEN)")
+    push_dataset.add_argument("--commit-message")
+    push_dataset.set_defaults(handler=cmd_push_dataset)
+    for command in (train, evaluate, reproduce, push, push_dataset):  # `hf-jepa train ... --debug` works too
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     return parser
 

@@ -270,17 +270,17 @@ def test_to_dataset_rows_are_sample_batch_frames(monkeypatch, tmp_path):
     dataset = task.to_dataset(10, batch_size=4)
     assert not (tmp_path / "user-cache").exists()
     assert dataset.num_rows == 10
-    assert set(dataset.features) == {"frames", "gravity", "positions", "digit_mask", "digit_labels"}
-    assert dataset.features["frames"] == datasets.Array3D((4, 64, 64), "uint8")
-    # Stored as uint8 (the numpy formatter hands integers back as int64).
-    assert dataset.data.schema.field("frames").type.storage_type.value_type.value_type.value_type == pa.uint8()
+    assert set(dataset.features) == {"pixel_values", "gravity", "positions", "digit_mask", "digit_labels"}
+    # The model's input layout (T, 1, H, W) and dtype: the renderer's floats, not a uint8 copy.
+    assert dataset.features["pixel_values"] == datasets.Array4D((4, 1, 64, 64), "float32")
+    storage = dataset.data.schema.field("pixel_values").type.storage_type
+    assert storage.value_type.value_type.value_type.value_type == pa.float32()
     rows = dataset.with_format("numpy")[:]
-    assert rows["frames"].shape == (10, 4, 64, 64) and rows["frames"].max() > 200
+    assert rows["pixel_values"].dtype == np.float32 and rows["pixel_values"].shape == (10, 4, 1, 64, 64)
     # Rows come in chunks of batch_size, chunk k being sample_batch(size, step=k): 4 + 4 + 2 rows.
     for step, (start, size) in enumerate(((0, 4), (4, 4), (8, 2))):
         batch = task.sample_batch(size, step=step)
-        frames = torch.round(batch["pixel_values"][:, :, 0] * 255).to(torch.uint8).numpy()
-        np.testing.assert_array_equal(rows["frames"][start : start + size], frames)
+        np.testing.assert_array_equal(rows["pixel_values"][start : start + size], batch["pixel_values"].numpy())
         np.testing.assert_array_equal(rows["gravity"][start : start + size], batch["gravity"].numpy())
         np.testing.assert_array_equal(rows["positions"][start : start + size], batch["positions"].numpy())
         np.testing.assert_array_equal(rows["digit_labels"][start : start + size], batch["digit_labels"].numpy())
@@ -292,19 +292,19 @@ def test_to_dataset_same_seed_same_rows_other_seed_other_rows(tmp_path):
         dataset = _task(sequence_length=3, seed=seed, gravity=SHIFT_GRAVITY).to_dataset(6, batch_size=4, **kwargs)
         return dataset.with_format("numpy")[:]
 
-    assert np.array_equal(frames(1)["frames"], frames(1)["frames"])
-    assert not np.array_equal(frames(1)["frames"], frames(2)["frames"])
+    assert np.array_equal(frames(1)["pixel_values"], frames(1)["pixel_values"])
+    assert not np.array_equal(frames(1)["pixel_values"], frames(2)["pixel_values"])
     # A shared cache folder keeps seeds apart and reuses identical configurations.
     cached = [frames(seed, cache_dir=tmp_path) for seed in (1, 2, 1)]
-    assert np.array_equal(cached[0]["frames"], frames(1)["frames"])
-    assert not np.array_equal(cached[0]["frames"], cached[1]["frames"])
+    assert np.array_equal(cached[0]["pixel_values"], frames(1)["pixel_values"])
+    assert not np.array_equal(cached[0]["pixel_values"], cached[1]["pixel_values"])
     assert not np.array_equal(cached[0]["gravity"], cached[1]["gravity"])
-    assert np.array_equal(cached[0]["frames"], cached[2]["frames"])
+    assert np.array_equal(cached[0]["pixel_values"], cached[2]["pixel_values"])
 
 
 def test_labels_are_optional_in_the_dataset():
     dataset = _task(labels=None, sequence_length=2, num_digits=1).to_dataset(3)
-    assert set(dataset.features) == {"frames", "gravity", "positions", "digit_mask"}
+    assert set(dataset.features) == {"pixel_values", "gravity", "positions", "digit_mask"}
     assert dataset.features["positions"] == datasets.Array3D((2, 1, 2), "float32")
 
 
@@ -354,7 +354,4 @@ def test_end_to_end_on_real_mnist(mnist_dataset):
         assert matches.any() and label in labels[matches]
     dataset = task.to_dataset(4, batch_size=4)
     assert dataset.num_rows == 4
-    np.testing.assert_array_equal(
-        dataset.with_format("numpy")[:]["frames"],
-        torch.round(task.sample_batch(4)["pixel_values"][:, :, 0] * 255).to(torch.uint8).numpy(),
-    )
+    np.testing.assert_array_equal(dataset.with_format("numpy")[:]["pixel_values"], task.sample_batch(4)["pixel_values"])

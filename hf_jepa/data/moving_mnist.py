@@ -37,6 +37,8 @@ import torch
 DIGIT_SIZE = 28
 TRAIN_GRAVITY = 0.0
 SHIFT_GRAVITY = (0.0, 0.5)
+# Seed of the EPM-JEPA evaluation sequences (MNIST test digits), the same for every run.
+EVAL_SEED = 10_007
 _NUM_DIGITS_CHOICES = (1, 2, (1, 2))
 
 
@@ -309,7 +311,7 @@ class MovingMnist:
 
         digits, size = self.max_digits, self.canvas_size
         columns = {
-            "frames": datasets.Array3D((self.sequence_length, size, size), "uint8"),
+            "pixel_values": datasets.Array4D((self.sequence_length, 1, size, size), "float32"),
             "gravity": datasets.Value("float32"),
             "positions": datasets.Array3D((self.sequence_length, digits, 2), "float32"),
             "digit_mask": datasets.List(datasets.Value("bool"), length=digits),
@@ -322,7 +324,7 @@ class MovingMnist:
         for step, start in enumerate(range(0, num_sequences, batch_size)):
             batch = self.sample_batch(min(batch_size, num_sequences - start), step=step, rank=0)
             columns = {
-                "frames": torch.round(batch["pixel_values"][:, :, 0] * 255).to(torch.uint8).numpy(),
+                "pixel_values": batch["pixel_values"].numpy(),
                 "gravity": batch["gravity"].numpy(),
                 "positions": batch["positions"].numpy(),
                 "digit_mask": batch["digit_mask"].numpy(),
@@ -336,9 +338,12 @@ class MovingMnist:
         """A generated `datasets.Dataset` of `num_sequences` rows, e.g. for sharing a fixed evaluation set.
 
         Rows `[k * batch_size, (k + 1) * batch_size)` are `sample_batch(batch_size, step=k, rank=0)` (the last chunk
-        `sample_batch(remainder, step=k)`), so the dataset depends on `batch_size`. Columns: `frames` uint8
-        `(T, H, W)` (`round(pixel_values * 255)`), `gravity` float32, `positions` float32 `(T, D, 2)`, `digit_mask`
-        and, when labels were given, `digit_labels`.
+        `sample_batch(remainder, step=k)`), so the dataset depends on `batch_size`: with the training run's
+        per-device batch size, chunk k is the batch the EPM-JEPA recipe trains on at step k (rank 0). Columns:
+        `pixel_values` float32 `(T, 1, H, W)`, the model's input layout and values exactly (the renderer's floats are
+        not multiples of 1/255, so a uint8 copy could not give them back), `gravity` float32, `positions` float32
+        `(T, D, 2)`, `digit_mask` and, when labels were given, `digit_labels`. `dataset.with_format("torch")[a:b]`
+        gives `pixel_values` as the `(B, T, 1, H, W)` float32 tensor the model takes.
 
         With `cache_dir=None` the rows are generated in a temporary folder and held in memory (nothing is written to
         the user's cache); with a `cache_dir` they are cached there under a fingerprint of the whole configuration

@@ -25,7 +25,7 @@ import torch
 
 from ..cards.epm_jepa import ADAPTER_FOLDER, render_card, result_rows
 from ..data import MnistSplits
-from ..data.moving_mnist import SHIFT_GRAVITY, TRAIN_GRAVITY, MovingMnist
+from ..data.moving_mnist import EVAL_SEED, SHIFT_GRAVITY, TRAIN_GRAVITY, MovingMnist
 from ..metrics.world_model import evaluate_world_model, parameter_drift, plot_world_model_diagnostics
 from ..modeling.epm_jepa import EpmJepaConfig, EpmJepaImageProcessor, EpmJepaModel
 from ..modeling.epm_jepa.configuration_epm_jepa import TRACK_NAMES
@@ -37,7 +37,6 @@ from .family import Family
 logger = logging.getLogger(__name__)
 
 STAGES = ("pretrain", "adapt")
-EVAL_SEED = 10_007
 
 
 @dataclass

@@ -20,12 +20,13 @@ from ..cards.t_jepa import render_card, result_rows
 from ..data.masking import SpanMaskingCollator
 from ..data.streaming import StreamedBatches, stream_batches
 from ..data.text import (
+    VALIDATION_SEED_OFFSET,
     AmbiguityCorpus,
     StreamedTextData,
     TextData,
     retrieval_task,
     topic_classification_task,
-    train_wordpiece_tokenizer,
+    training_start,
 )
 from ..metrics.collapse import irreducible_conditional_variance, plot_failure_signature
 from ..metrics.downstream import embed_texts, linear_probe_accuracy, online_downstream, retrieval_recall
@@ -121,8 +122,7 @@ class TJepaRecipe(CollapseDiagnosedRecipe):
 
                 self.tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
             else:
-                texts = self.ambiguity.sample(4096, seed=10_000).texts
-                self.tokenizer = train_wordpiece_tokenizer(texts, vocab_size=config.backbone_config.vocab_size)
+                self.tokenizer = self.ambiguity.train_tokenizer(config.backbone_config.vocab_size)
         else:
             self.ambiguity = None
             # A pretrained backbone comes with its own vocabulary: use its tokenizer unless another is given.
@@ -172,7 +172,7 @@ class TJepaRecipe(CollapseDiagnosedRecipe):
     def _texts_at(self, start: int, count: int, split: str):
         if self.ambiguity is not None:
             sample = self.ambiguity.sample(
-                count, seed=self.seed if split == "train" else 10_000 + self.seed, start=start
+                count, seed=self.seed if split == "train" else VALIDATION_SEED_OFFSET + self.seed, start=start
             )
             return sample
         texts = self.text.train_texts if split == "train" else self.text.validation_texts
@@ -193,7 +193,7 @@ class TJepaRecipe(CollapseDiagnosedRecipe):
 
     def train_batch(self, step: int, rank: int, batch_size: int) -> dict[str, torch.Tensor]:
         if self.ambiguity is not None:
-            sample = self.ambiguity.sample(batch_size, seed=self.seed, start=(step * 64 + rank) * batch_size)
+            sample = self.ambiguity.sample(batch_size, seed=self.seed, start=training_start(step, rank, batch_size))
             return self._batch_for(sample, step, rank)
         index = torch.randint(
             len(self.text.train_texts), (batch_size,), generator=seeded_generator(self.seed, step, rank)
@@ -236,7 +236,7 @@ class TJepaRecipe(CollapseDiagnosedRecipe):
         """Mean over ambiguous spans of the spread of the K target representations of the span's valid completions
         (`irreducible_conditional_variance` on `(num_sentences, K, hidden)`; the span representation is the mean of
         the normalised target states over its tokens)."""
-        seed = 10_000 + self.seed
+        seed = VALIDATION_SEED_OFFSET + self.seed
         representations = []
         for index in range(num_sentences):
             texts = self.ambiguity.candidates(index, seed=seed, num_candidates=num_candidates)

@@ -40,6 +40,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
 __all__ = ["LoopbackHub", "use_loopback_hub", "main", "FAKE_TOKEN"]
@@ -476,7 +477,7 @@ class _Handler(BaseHTTPRequestHandler):
 def use_loopback_hub(
     hub: LoopbackHub, cache_dir: str | os.PathLike | None = None, token: str = FAKE_TOKEN
 ) -> Iterator[str]:
-    """Point the already-imported huggingface_hub / transformers at `hub` (online, fake token), restore on exit.
+    """Point the already-imported huggingface_hub / transformers / datasets at `hub` (online, fake token), restore on exit.
 
     Downloads go to `cache_dir` (default: a temporary directory removed on exit), never to the user's HF cache.
     Yields the cache directory in use. Environment variables are set too, so subprocesses started inside inherit
@@ -496,6 +497,15 @@ def use_loopback_hub(
         (constants, "AGENT_HARNESSES_PATH", os.path.join(cache_dir, ".agent_harnesses.json")),
         (hf_api.api, "endpoint", hub.url),  # module-level HfApi behind create_repo/upload_folder/upload_file
     ]
+    # `datasets` keeps its own copies (read at its import): without them load_dataset("org/name") asks huggingface.co.
+    datasets_config = sys.modules.get("datasets.config")
+    if datasets_config is not None:
+        patches += [
+            (datasets_config, "HF_ENDPOINT", hub.url),
+            (datasets_config, "HF_HUB_OFFLINE", False),
+            (datasets_config, "HF_DATASETS_OFFLINE", False),
+            (datasets_config, "HF_DATASETS_CACHE", Path(cache_dir) / "datasets"),
+        ]
     saved = [(obj, attr, getattr(obj, attr)) for obj, attr, _ in patches]
     env_saved = {k: os.environ.get(k) for k in hub.env(cache_dir)}
     # transformers keeps a lazily built HfApi (with the endpoint of its creation time) in `_hf_api`

@@ -74,6 +74,29 @@ class ReasoningData:
             prompt_mask[row, width - len(tokens) :] = 1
         return prompt_ids, prompt_mask
 
+    def to_dataset(self):
+        """The two splits as a `datasets.DatasetDict`: `train` (`train_examples`, row i = `self.train[...][i]`) and
+        `test` (`eval_examples`, the held-out split the recipe evaluates on). Columns: `prompt` and `answer` strings,
+        then every tensor of `encode_reasoning_examples` as fixed-length int64 lists (`input_ids`, `attention_mask`,
+        `labels`, `prompt_ids`, `prompt_mask`, `answer_ids`, `answer_mask`, `prompt_lengths`, `answer_lengths`).
+        `dataset["train"].with_format("torch")[index]` gives exactly `self.batch(self.train, index, keys)`'s tensors:
+        the recipe's batch for the same rows."""
+        import datasets
+
+        splits = {}
+        for name, examples, encoded in (
+            ("train", self.train_examples, self.train),
+            ("test", self.eval_examples, self.eval),
+        ):
+            features = {"prompt": datasets.Value("string"), "answer": datasets.Value("string")}
+            columns = {"prompt": [e.prompt for e in examples], "answer": [e.answer for e in examples]}
+            for key, tensor in encoded.items():
+                value = datasets.Value("int64")
+                features[key] = value if tensor.ndim == 1 else datasets.List(value, length=tensor.shape[1])
+                columns[key] = tensor.numpy()
+            splits[name] = datasets.Dataset.from_dict(columns, features=datasets.Features(features))
+        return datasets.DatasetDict(splits)
+
     def batch(self, split: dict[str, torch.Tensor], index: torch.Tensor, keys) -> dict[str, torch.Tensor]:
         return {key: split[key][index] for key in keys}
 

@@ -9,7 +9,8 @@ One module per concern, re-exported here (`from hf_jepa.data.text import X` work
 - `downstream`: offline probes from the embedded corpus (`topic_classification_task`, `retrieval_task`);
 - `online`: thin Hub loaders of the paper's downstream sets (`load_imdb`, `load_snli`, `load_fever`, `load_ms_marco`);
 - `streamed`: `StreamedTextData`, a text source read as a stream (`datasets` streaming) for large corpora;
-- `ambiguity`: the synthetic `AmbiguityCorpus` (a knob on the target's conditional entropy).
+- `ambiguity`: the synthetic `AmbiguityCorpus` (a knob on the target's conditional entropy), its `to_dataset` and
+  the `ambiguity_model_inputs` transform that turns its rows into the model's input.
 
 Hub dataset ids and the offline check live in `hf_jepa.data.sources`.
 """
@@ -21,8 +22,11 @@ from .ambiguity import (
     AMBIGUITY_PLACES,
     AMBIGUITY_SUBJECTS,
     AMBIGUITY_TEMPLATES,
+    VALIDATION_SEED_OFFSET,
     AmbiguityCorpus,
     AmbiguitySample,
+    ambiguity_model_inputs,
+    training_start,
 )
 from .corpus import SPLIT_NAMES, TEXT_ENV_VAR, embedded_text_dataset, load_text_corpus, text_source_description  # noqa: F401
 from .downstream import RetrievalTask, TopicClassificationTask, retrieval_task, topic_classification_task
@@ -40,6 +44,8 @@ __all__ = [
     "AMBIGUITY_TEMPLATES",
     "AmbiguityCorpus",
     "AmbiguitySample",
+    "VALIDATION_SEED_OFFSET",
+    "ambiguity_model_inputs",
     "COARSE_LABELS",
     "C4_HUB_ID",
     "RetrievalTask",
@@ -65,4 +71,5 @@ __all__ = [
     "topic_group",
     "topic_groups",
     "train_wordpiece_tokenizer",
+    "training_start",
 ]

@@ -5,6 +5,7 @@ given the rest of the sentence, a knob on the conditional entropy (log(ambiguity
 """
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -127,6 +128,21 @@ AMBIGUITY_PLACES = (
     "castle",
     "farm",
 )
+# The T-JEPA recipe's streams: training batch `step` of `rank` is the `batch_size` sentences of the training seed from
+# `training_start(step, rank, batch_size)` (up to RANK_STRIDE ranks draw disjoint sentences); the validation sentences
+# come from seed `VALIDATION_SEED_OFFSET + seed`; the WordPiece tokenizer learns from the first TOKENIZER_SENTENCES
+# sentences of seed TOKENIZER_SEED (`AmbiguityCorpus.train_tokenizer`).
+RANK_STRIDE = 64
+VALIDATION_SEED_OFFSET = 10_000
+TOKENIZER_SEED = 10_000
+TOKENIZER_SENTENCES = 4096
+
+
+def training_start(step: int, rank: int, batch_size: int) -> int:
+    """The stream index of the first sentence of training batch `step` of `rank` in the T-JEPA recipe."""
+    return (step * RANK_STRIDE + rank) * batch_size
+
+
 # The slot `{object}` is the ambiguous (masked) one; `{subject}` is the context word that selects its valid fillers.
 AMBIGUITY_TEMPLATES = (
     "the {subject} sat on the {object} near the {place}",
@@ -273,3 +289,57 @@ class AmbiguityCorpus:
             else:
                 fillers = [fillers[j % self.ambiguity] for j in range(num_candidates)]
         return [self._render(template_id, subject, filler, place)[0] for filler in fillers]
+
+    def train_tokenizer(self, vocab_size: int = 8000):
+        """The WordPiece tokenizer the T-JEPA recipe trains for this corpus (`vocab_size` is an upper bound: the
+        backbone's vocabulary), learnt from the first `TOKENIZER_SENTENCES` sentences of seed `TOKENIZER_SEED`."""
+        from .wordpiece import train_wordpiece_tokenizer
+
+        texts = self.sample(TOKENIZER_SENTENCES, seed=TOKENIZER_SEED).texts
+        return train_wordpiece_tokenizer(texts, vocab_size=vocab_size)
+
+    def to_dataset(self, num_sentences: int, seed: int | None = None, start: int = 0):
+        """`sample(num_sentences, seed, start)` as an in-memory `datasets.Dataset`, one row per sentence: `text`,
+        `span_char_start` / `span_char_end` (the ambiguous slot), `span_word_index`, `filler`, `subject`, `place`,
+        `template_id` and `sentence_index` (the row's index in the stream of `seed`). Text, not token ids: the model's
+        input comes from the tokenizer, through `set_transform(ambiguity_model_inputs(tokenizer, max_length))`."""
+        import datasets
+
+        sample = self.sample(num_sentences, seed=seed, start=start)
+        columns = {
+            "text": sample.texts,
+            "span_char_start": sample.span_char_start,
+            "span_char_end": sample.span_char_end,
+            "span_word_index": sample.span_word_index,
+            "filler": sample.fillers,
+            "subject": sample.subjects,
+            "place": sample.places,
+            "template_id": sample.template_ids,
+            "sentence_index": sample.sentence_indices,
+        }
+        integer = datasets.Value("int64")
+        features = datasets.Features(
+            {
+                name: datasets.Value("string") if isinstance(values[0], str) else integer
+                for name, values in columns.items()
+            }
+        )
+        return datasets.Dataset.from_dict(columns, features=features)
+
+
+def ambiguity_model_inputs(tokenizer, max_length: int = 64) -> Callable[[dict], dict]:
+    """A `Dataset.set_transform` / `with_transform` function for `AmbiguityCorpus.to_dataset` rows: a batch of rows
+    becomes exactly what the T-JEPA recipe feeds the model for those sentences (the default `jepa` objective):
+    `input_ids`, `attention_mask`, `target_mask` and `span_ids` (int64/bool tensors, padded to the batch's longest),
+    the ambiguous slot being the one target span. `tokenizer`: the model's (or `AmbiguityCorpus.train_tokenizer`);
+    `max_length`: the recipe's `max_length` data argument."""
+    from ..masking import SpanMaskingCollator
+
+    collator = SpanMaskingCollator(tokenizer=tokenizer, max_length=max_length)
+
+    def transform(rows: dict) -> dict:
+        spans = [[(start, end)] for start, end in zip(rows["span_char_start"], rows["span_char_end"])]
+        batch = collator.mask_char_spans(list(rows["text"]), spans)
+        return {key: batch[key] for key in ("input_ids", "attention_mask", "target_mask", "span_ids")}
+
+    return transform
