@@ -368,17 +368,20 @@ def _eval_data_args(family: Family, folder: str, data: str | None, overrides: Se
     try:  # the data arguments are checked before the model is loaded
         return family.data_args_class(**data_kwargs)
     except (TypeError, ValueError) as error:
-        source = "--set / --data" if not saved else f"the saved data settings of {folder} with --set / --data"
-        raise CliError(f"eval: {' '.join(str(error).split())} (from {source})") from error
+        saved_note = f" (on top of the data settings saved in {folder})" if saved else ""
+        raise CliError(f"eval --set: {' '.join(str(error).split())}{saved_note}") from error
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
     import hf_jepa  # noqa: F401  (registers the configs and models with the Auto classes)
 
-    if args.no_progress:
-        from .progress import disable_progress_bars
+    from .progress import no_progress_bars
 
-        disable_progress_bars()
+    with no_progress_bars(args.no_progress):
+        return _evaluate(args)
+
+
+def _evaluate(args: argparse.Namespace) -> int:
     family = _saved_family(args.model_dir)
     data_args = _eval_data_args(family, args.model_dir, args.data, args.overrides or [])
     model = load_model(args.model_dir)
@@ -400,10 +403,6 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
     family = _family_arg(args.family)
     reproductions = load_reproductions()
-    if args.no_progress:
-        from .progress import disable_progress_bars
-
-        disable_progress_bars()
     if family.name not in reproductions:
         raise CliError(f"{family.name} has no reproduction; families with one: {sorted(reproductions)}")
     reproduce = reproductions[family.name]
@@ -422,7 +421,10 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             extra[key] = tuple(value) if isinstance(value, list) else (value,)
         elif default is not inspect.Parameter.empty:
             extra[key] = _coerce(key, value, default, str(accepted[key].annotation))
-    result = reproduce(data=args.data, output_dir=args.output_dir, quick=args.quick, **extra)
+    from .progress import no_progress_bars
+
+    with no_progress_bars(args.no_progress):
+        result = reproduce(data=args.data, output_dir=args.output_dir, quick=args.quick, **extra)
     print(result.table)
     return 0
 
