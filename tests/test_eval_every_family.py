@@ -223,6 +223,28 @@ def test_base_model_of_runs_started_from_a_checkpoint(folders):
         )
 
 
+def test_datasets_of_hub_sources_and_a_users_own_images(tmp_path):
+    from hf_jepa.cards.bro_jepa import render_card as bro_card
+    from hf_jepa.cards.t_jepa import render_card as t_jepa_card
+    from hf_jepa.modeling.bro_jepa import BroJepaConfig
+    from hf_jepa.modeling.t_jepa import TJepaConfig
+
+    def datasets(card):
+        return ModelCardData(**card.data.to_dict()).to_dict().get("datasets")
+
+    assert datasets(bro_card(BroJepaConfig.tiny(), {"data_source": "Hub ylecun/mnist"})) == ["ylecun/mnist"]
+    # a user's Hub images (ImageSplits' description) are theirs, not MNIST; a local folder of theirs has no Hub id
+    card = bro_card(BroJepaConfig.tiny(), {"data_source": "someone/digits (in memory)"})
+    assert datasets(card) == ["someone/digits"] and "Images: someone/digits (in memory)." in card.text
+    local = tmp_path / "my-images"
+    local.mkdir()
+    assert datasets(bro_card(BroJepaConfig.tiny(), {"data_source": f"{local} (streamed)"})) is None
+    text = t_jepa_card(TJepaConfig.tiny(), {"data_source": "Hub someone/sentences (datasets Hub dataset)"})
+    assert datasets(text) == ["someone/sentences"]
+    c4 = t_jepa_card(TJepaConfig.tiny(), {"data_source": "Hub allenai/c4 (en, streamed, first 100 sentences)"})
+    assert datasets(c4) == ["allenai/c4"]
+
+
 def test_base_model_metadata_from_hub_ids_and_hub_cache_folders(tmp_path):
     from hf_jepa.cards.epm_jepa import render_card as epm_card
     from hf_jepa.cards.jepa_reasoner import render_card as reasoning_card

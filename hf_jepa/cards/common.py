@@ -60,6 +60,8 @@ GENERATED_DATA_NOTE = (
 _REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")  # `name` (legacy ids) or `owner/name`
 _HUB_CACHE_SNAPSHOT = re.compile(r"models--([^/\\]+?)--([^/\\]+)[/\\]snapshots[/\\]")
 _HUB_SOURCE = re.compile(r"\bHub ([A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*)")
+# How `hf_jepa.data.images.ImageSplits` describes a user's own image source: "<data> (in memory)" / "(streamed)".
+_USER_IMAGE_SOURCE = re.compile(r"(\S+) \((?:in memory|streamed)\)")
 
 
 # ---------------------------------------------------------------------------------------------------- templates
@@ -168,9 +170,14 @@ def hub_dataset_ids(*sources: Any) -> list[str]:
     in order, without repeats."""
     ids: list[str] = []
     for source in sources:
-        for found in _HUB_SOURCE.findall(str(source or "")):
-            if found not in ids:
-                ids.append(found)
+        text = str(source or "")
+        found = _HUB_SOURCE.findall(text)
+        user = _USER_IMAGE_SOURCE.fullmatch(text)
+        if user and "/" in user.group(1) and hub_model_id(user.group(1)):  # a repo id, not a local path
+            found.append(user.group(1))
+        for hub_id in found:
+            if hub_id not in ids:
+                ids.append(hub_id)
     return ids
 
 
@@ -222,9 +229,10 @@ def _config_rows(config) -> list[tuple[str, str]]:
 
 
 def _data_is_mnist(metrics: Mapping, data_args: Mapping) -> bool:
-    """True when the data was MNIST (Hub or a local MNIST folder); False for the embedded digits or when unknown."""
+    """True when the data was MNIST (Hub or a local MNIST folder); False for the embedded digits, a user's own image
+    source (`data=` with its own columns: "<data> (in memory)") or when unknown."""
     source = metrics.get("data_source") or data_args.get("data")
-    if not source:
+    if not source or _USER_IMAGE_SOURCE.fullmatch(str(source)):
         return False
     return not any(word in str(source).lower() for word in ("embedded", "scikit"))
 
