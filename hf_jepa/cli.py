@@ -2,7 +2,7 @@
 
     hf-jepa train bro-jepa|epm-jepa|t-jepa|i-jepa|jepa-reasoner|jepa-mono-talker|jepa-dual-talker|coupled-lm|coconut
         [--config FILE.yaml] [--set key=value ...] --output-dir DIR
-    hf-jepa eval DIR [--data PATH] [--json]
+    hf-jepa eval DIR [--data PATH] [--set key=value ...] [--json] [--no-progress]
     hf-jepa reproduce bro-jepa [--data PATH] [--output-dir DIR] [--quick] [--variant NAME ...]
     hf-jepa reproduce epm-jepa [--data PATH] [--output-dir DIR] [--quick] [--set preset=full seeds=[0,1,2] ...]
     hf-jepa reproduce t-jepa [--data TEXT] [--output-dir DIR] [--quick] [--set mnist=PATH seeds=[0,1,2,3,4] ...]
@@ -310,52 +310,87 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _saved_family(folder: str) -> Family:
-    """The family of the model saved in `folder`, from its config.json (read as JSON: nothing is loaded yet)."""
+def _saved_config(folder: str) -> dict[str, Any]:
+    """The config.json of the model saved in `folder`, read as JSON (nothing is loaded yet)."""
     config = Path(folder, "config.json")
     if not config.is_file():
         what = "is not a saved model folder (no config.json)" if Path(folder).is_dir() else "does not exist"
         raise CliError(f"{folder!r} {what}; give a saved model folder (the --output-dir of hf-jepa train)")
     try:
-        model_type = json.loads(config.read_text(encoding="utf-8")).get("model_type")
-    except (OSError, ValueError, AttributeError) as error:
+        values = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
         raise CliError(
             f"{config}: not a readable JSON config ({' '.join(str(error).split())}); save it again"
         ) from error
+    if not isinstance(values, dict):
+        raise CliError(f"{config}: not a JSON mapping (got a {type(values).__name__}); save it again")
+    return values
+
+
+def _saved_family(folder: str) -> Family:
+    """The family that evaluates the model saved in `folder` (by its config's model_type, see `Family.handles`)."""
+    config = _saved_config(folder)
     for family in families().values():
-        if family.model_type == model_type:
+        if family.handles(config):
             return family
     known = ", ".join(f"{f.model_type} ({name})" for name, f in families().items())
     raise CliError(
-        f"{folder!r} holds a model of type {model_type!r}, which hf-jepa eval does not know; it knows {known}"
+        f"{folder!r} holds a model of type {config.get('model_type')!r}, which hf-jepa eval does not know; "
+        f"it knows {known}"
     )
 
 
-def cmd_eval(args: argparse.Namespace) -> int:
-    import hf_jepa  # noqa: F401  (registers the configs and models with the Auto classes)
-
+def _eval_data_args(family: Family, folder: str, data: str | None, overrides: Sequence[str]):
+    """The data arguments `hf-jepa eval` evaluates with: the settings the folder was trained with (its
+    data_args.json; defaults for a folder without one) minus the family's training-only ones, the folder's own
+    tokenizer, then `--data` and `--set` on top."""
+    from .recipes._saved import read_data_settings
     from .settings import dataclass_defaults
 
-    family = _saved_family(args.model_dir)
     data_fields = dataclass_defaults(family.data_args_class)
-    data_kwargs = {"data": args.data} if "data" in data_fields else {}
-    if "tokenizer" in data_fields and Path(args.model_dir, "tokenizer_config.json").is_file():
-        data_kwargs["tokenizer"] = args.model_dir  # the vocabulary the model was trained with
-    for key, value in parse_overrides(args.overrides or []).items():
+    annotations = _annotations(family.data_args_class)
+    try:
+        saved = read_data_settings(folder)
+    except ValueError as error:
+        raise CliError(str(error)) from error
+    data_kwargs = {k: v for k, v in saved.items() if k in data_fields and k not in family.training_only_settings}
+    if data is not None and "data" in data_fields:
+        data_kwargs["data"] = data
+    if "tokenizer" in data_fields and Path(folder, "tokenizer_config.json").is_file():
+        data_kwargs["tokenizer"] = folder  # the vocabulary the model was trained with
+    for key, value in parse_overrides(overrides).items():
         if key not in data_fields:
             close = difflib.get_close_matches(key, data_fields, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise CliError(
                 f"eval --set {key}: no such data setting{hint} for {family.name}; valid: {sorted(data_fields)}"
             )
-        data_kwargs[key] = _coerce(key, value, data_fields[key], _annotations(family.data_args_class).get(key, ""))
+        data_kwargs[key] = _coerce(key, value, data_fields[key], annotations.get(key, ""))
     try:  # the data arguments are checked before the model is loaded
-        data_args = family.data_args_class(**data_kwargs)
+        return family.data_args_class(**data_kwargs)
     except (TypeError, ValueError) as error:
-        raise CliError(f"eval --set: {error}") from error
+        saved_note = f" (on top of the data settings saved in {folder})" if saved else ""
+        raise CliError(f"eval --set: {' '.join(str(error).split())}{saved_note}") from error
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    import hf_jepa  # noqa: F401  (registers the configs and models with the Auto classes)
+
+    from .progress import no_progress_bars
+
+    with no_progress_bars(args.no_progress):
+        return _evaluate(args)
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    family = _saved_family(args.model_dir)
+    data_args = _eval_data_args(family, args.model_dir, args.data, args.overrides or [])
     model = load_model(args.model_dir)
     model.eval()
-    recipe = family.make_recipe(model.config, data_args, seed=0)
+    try:  # a recipe refuses a model that does not fit the data (a vocabulary, a missing reasoner): one line
+        recipe = family.recipe_for_saved(model, data_args, args.model_dir)
+    except ValueError as error:
+        raise CliError(f"eval {args.model_dir}: {' '.join(str(error).split())}") from error
     metrics = recipe.evaluate(model, args.output_dir)
     if args.json:
         print(json.dumps(metrics, indent=2, default=_json_default))
@@ -387,7 +422,10 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             extra[key] = tuple(value) if isinstance(value, list) else (value,)
         elif default is not inspect.Parameter.empty:
             extra[key] = _coerce(key, value, default, str(accepted[key].annotation))
-    result = reproduce(data=args.data, output_dir=args.output_dir, quick=args.quick, **extra)
+    from .progress import no_progress_bars
+
+    with no_progress_bars(args.no_progress):
+        result = reproduce(data=args.data, output_dir=args.output_dir, quick=args.quick, **extra)
     print(result.table)
     return 0
 
@@ -526,7 +564,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="data source: a local folder, 'hub' or 'embedded' (default: $HF_JEPA_MNIST, else the Hub, "
         "else the embedded digits)",
     )
-    _add_set_argument(evaluate, "data settings of the model's family, e.g. --set eval_images=500")
+    _add_set_argument(
+        evaluate,
+        "data settings of the model's family on top of those it was trained with (data_args.json), "
+        "e.g. --set eval_images=500",
+    )
+    evaluate.add_argument("--no-progress", action="store_true", help="no progress bars")
     evaluate.add_argument("--output-dir", help="also write figures (latent PCA) here")
     evaluate.add_argument("--json", action="store_true", help="print the metrics as JSON")
     evaluate.set_defaults(handler=cmd_eval)
@@ -548,6 +591,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="rerun only this row (repeatable); the other rows of the saved table are kept",
     )
     _add_set_argument(reproduce, "options of the family's reproduction, e.g. --set preset=full seeds=[0,1,2,3,4]")
+    reproduce.add_argument("--no-progress", action="store_true", help="no progress bars")
     reproduce.set_defaults(handler=cmd_reproduce)
 
     push = sub.add_parser("push", help="upload a saved model folder to the Hugging Face Hub")

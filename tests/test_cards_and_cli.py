@@ -69,7 +69,7 @@ def test_card_metadata_round_trip():
     assert meta["library_name"] == "hf-jepa"  # no auto_map: loading needs `import hf_jepa`
     assert {"jepa", "bro-jepa", "modular-arithmetic", "self-supervised", "mnist"} <= set(meta["tags"])
     assert meta["datasets"] == ["ylecun/mnist"]
-    assert "pipeline_tag" not in meta
+    assert meta["pipeline_tag"] == "image-feature-extraction"  # the encoder latents, with the saved processor
 
     (entry,) = meta["model-index"]
     assert entry["name"] == "bro-jepa-mfr-cnn"

@@ -2,7 +2,8 @@
 
 Every family module exports the same two functions::
 
-    render_card(config, metrics, training_args=None, data_args=None, reproduction=None, *, repo_id=None, ...)
+    render_card(config, metrics, training_args=None, data_args=None, reproduction=None, *, repo_id=None,
+                base_model=None, ...)
         -> huggingface_hub.ModelCard
     result_rows(metrics) -> list[tuple[str, str]]
 

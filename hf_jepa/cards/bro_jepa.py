@@ -15,11 +15,13 @@ from .common import (
     _as_dict,
     _config_rows,
     _data_is_mnist,
+    _digit_sources,
     _format_value,
     _is_number,
     _percent,
     _render,
     _run_rows,
+    _starting_point,
     _training_rows,
     _version,
 )
@@ -138,6 +140,7 @@ def render_card(
     reproduction: Any = None,
     *,
     repo_id: str | None = None,
+    base_model: str | None = None,
 ) -> ModelCard:
     """The model card of a BRo-JEPA checkpoint.
 
@@ -150,11 +153,14 @@ def render_card(
             reproduction's table goes to its own `results.md`).
         repo_id: Hub id shown in the usage snippet; default :data:`MODEL_ID_PLACEHOLDER`, which `push_to_hub`
             replaces with the real id.
+        base_model: the checkpoint training started from (a Hub id or a folder), if any: the card's `base_model`.
     """
     metrics = dict(metrics or {})
     training = _as_dict(training_args)
     data = _as_dict(data_args)
     mnist = _data_is_mnist(metrics, data)
+    dataset_ids, provenance_lines = _digit_sources(metrics, data, mnist)
+    base_id, relation, start_line = _starting_point(base_model, "finetune", "Started from the BRo-JEPA checkpoint")
     model_name, title, variant = _names(config)
 
     # With `auto_map` (modeling code saved next to the weights) plain transformers loads the checkpoint
@@ -164,7 +170,12 @@ def render_card(
         library_name="transformers" if remote_code else LIBRARY_NAME,
         license=LICENSE,
         tags=[*CARD_TAGS, LIBRARY_NAME],
-        datasets=[MNIST_HUB_ID] if mnist else None,
+        # The encoder's latents are the features (the task head is the prototype lookup of the modular-arithmetic
+        # pipeline); `image-feature-extraction` runs on the saved folder with its image processor.
+        pipeline_tag="image-feature-extraction",
+        base_model=base_id,
+        base_model_relation=relation,
+        datasets=dataset_ids or None,
         metrics=["accuracy"],
         model_name=model_name,
         eval_results=_eval_results(metrics, config, mnist) or None,
@@ -205,6 +216,7 @@ def render_card(
         config_rows=_config_rows(config),
         training_rows=training_rows,
         data_rows=data_rows,
+        provenance_lines=[*provenance_lines, *([start_line] if start_line else [])],
         result_rows=result_rows(metrics),
         per_op_rows=per_op_rows,
         data_note=data_note,

@@ -11,18 +11,21 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 from ..data.sources import MNIST_HUB_ID
 from ..paper_figures import EPM_JEPA_SIGMA_EMBED_SAFETY_THRESHOLD
 from .common import (
+    GENERATED_DATA_NOTE,
     LIBRARY_NAME,
     LICENSE,
     MODEL_ID_PLACEHOLDER,
     _as_dict,
     _config_rows,
     _data_is_mnist,
+    _digit_sources,
     _format_value,
     _is_number,
     _number,
     _percent,
     _render,
     _run_rows,
+    _starting_point,
     _training_rows,
     _version,
 )
@@ -147,6 +150,7 @@ def render_card(
     reproduction: Any = None,
     *,
     repo_id: str | None = None,
+    base_model: str | None = None,
 ) -> ModelCard:
     """The model card of an EPM-JEPA checkpoint (any track, pretraining or experience stage).
 
@@ -159,11 +163,20 @@ def render_card(
             settings line read from its `.summary`.
         repo_id: Hub id shown in the usage snippet; default :data:`MODEL_ID_PLACEHOLDER`, which `push_to_hub`
             replaces with the real id.
+        base_model: the base an experience run (`stage="adapt"`) started from (`init_from`): the card's `base_model`.
     """
     metrics = dict(metrics or {})
     training = _as_dict(training_args)
     data = _as_dict(data_args)
     mnist = _data_is_mnist(metrics, data)
+    dataset_ids, provenance_lines = _digit_sources(metrics, data, mnist)
+    provenance_lines.append(
+        "Sequences: Moving MNIST with gravity, rendered from those digits on the fly (`hf_jepa.data.moving_mnist`); "
+        + GENERATED_DATA_NOTE
+        + "."
+    )
+    # The experience phase trains the base's weights further (track C's LoRA adapter is also saved on its own).
+    base_id, relation, start_line = _starting_point(base_model, "finetune", "Started from the pretrained EPM-JEPA base")
     track = config.track
     stage = metrics.get("stage") or data.get("stage")
     model_name = f"epm-jepa-{track}" + ("-base" if stage == "pretrain" else "")
@@ -173,7 +186,10 @@ def render_card(
         library_name="transformers" if remote_code else LIBRARY_NAME,
         license=LICENSE,
         tags=[*CARD_TAGS, LIBRARY_NAME],
-        datasets=[MNIST_HUB_ID] if mnist else None,
+        pipeline_tag="image-feature-extraction",
+        base_model=base_id,
+        base_model_relation=relation,
+        datasets=dataset_ids or None,
         model_name=model_name,
         eval_results=_eval_results(metrics, mnist, metrics.get("data_source")) or None,
     )
@@ -233,6 +249,7 @@ def render_card(
         config_rows=_config_rows(config),
         training_rows=training_rows,
         data_rows=data_rows,
+        provenance_lines=[*provenance_lines, *([start_line] if start_line else [])],
         result_rows=result_rows(metrics),
         data_source=metrics.get("data_source"),
         device=metrics.get("device"),

@@ -15,11 +15,13 @@ from .common import (
     MODEL_ID_PLACEHOLDER,
     _as_dict,
     _data_is_mnist,
+    _digit_sources,
     _format_value,
     _is_number,
     _number,
     _render,
     _settings_rows,
+    _starting_point,
     _version,
 )
 from .t_jepa import own_config_rows, paradox_eval_results, paradox_result_rows, reproduction_table
@@ -43,6 +45,7 @@ def render_card(
     reproduction: Any = None,
     *,
     repo_id: str | None = None,
+    base_model: str | None = None,
 ) -> ModelCard:
     """The model card of an I-JEPA checkpoint, the image control of the JEPA-paradox study.
 
@@ -50,12 +53,14 @@ def render_card(
         config: the `IJepaConfig` of the model (`backbone_config` a ViTConfig; `pixel_mean` / `pixel_std`).
         metrics: as for `cards.t_jepa.render_card` (`probe_accuracy` is digit classification here); only the keys
             present are shown.
-        training_args / data_args / reproduction / repo_id: as for `cards.t_jepa.render_card`.
+        training_args / data_args / reproduction / repo_id / base_model: as for `cards.t_jepa.render_card`.
     """
     metrics = dict(metrics or {})
     training, data = _as_dict(training_args), _as_dict(data_args)
     backbone = config.backbone_config
     mnist = _data_is_mnist(metrics, data)
+    dataset_ids, provenance_lines = _digit_sources(metrics, data, mnist)
+    base_id, relation, start_line = _starting_point(base_model, "finetune", "Started from the I-JEPA checkpoint")
     remote_code = bool(getattr(config, "auto_map", None))
     if mnist:
         dataset = dict(dataset_type=MNIST_HUB_ID, dataset_name="MNIST", dataset_split="test")
@@ -77,7 +82,9 @@ def render_card(
         license=LICENSE,
         tags=[*CARD_TAGS, LIBRARY_NAME],
         pipeline_tag="image-feature-extraction",
-        datasets=[MNIST_HUB_ID] if mnist else None,
+        base_model=base_id,
+        base_model_relation=relation,
+        datasets=dataset_ids or None,
         model_name="i-jepa",
         eval_results=eval_results or None,
     )
@@ -108,6 +115,7 @@ def render_card(
         config_rows=own_config_rows(config),
         training_rows=training_rows,
         data_rows=data_rows,
+        provenance_lines=[*provenance_lines, *([start_line] if start_line else [])],
         result_rows=result_rows(metrics),
         data_is_mnist=mnist,
         data_note=data_note,

@@ -12,6 +12,7 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from ..data.sources import C4_HUB_ID
 from .common import (
+    GENERATED_DATA_NOTE,
     LIBRARY_NAME,
     LICENSE,
     MODEL_ID_PLACEHOLDER,
@@ -25,7 +26,9 @@ from .common import (
     _reproduction_summary,
     _run_rows,
     _settings_rows,
+    _starting_point,
     _version,
+    hub_dataset_ids,
 )
 
 __all__ = [
@@ -268,6 +271,27 @@ def _text_data_is_c4(metrics: Mapping, data: Mapping) -> bool:
     return bool(source) and "c4" in str(source).lower()
 
 
+def _text_sources(metrics: Mapping, data: Mapping, c4: bool) -> tuple[list[str], list[str]]:
+    """(`datasets` metadata, card lines) of the text a T-JEPA run used: C4 or another Hub dataset by its id; the
+    embedded CPython documentation sentences and the generated ambiguity corpus (no Hub id) in the text only."""
+    source = metrics.get("data_source") or data.get("data")
+    ids = hub_dataset_ids(source)
+    if c4 and C4_HUB_ID not in ids:
+        ids.insert(0, C4_HUB_ID)
+    if data.get("corpus") == "ambiguity" or "ambiguity" in str(source or "").lower():
+        return ids, [f"Text: the synthetic ambiguity corpus (`hf_jepa.data.text.ambiguity`), {GENERATED_DATA_NOTE}."]
+    if ids:
+        links = ", ".join(f"[`{i}`](https://huggingface.co/datasets/{i})" for i in ids)
+        return ids, [f"Text: {links}" + (f" ({_format_value(source)})." if source else ".")]
+    if source is None or "embedded" in str(source).lower() or "pydoc" in str(source).lower():
+        return ids, [
+            "Text: sentences of CPython's own documentation (`pydoc_data.topics`, shipped with every Python), split "
+            "and labelled with coarse topics by hf-jepa (`hf_jepa.data.text`). Not a Hub dataset, so the card's "
+            "`datasets` metadata leaves it out."
+        ]
+    return ids, [f"Text: {_format_value(source)} (local files, not on the Hub)."]
+
+
 def render_card(
     config,
     metrics: Mapping[str, Any] | None,
@@ -276,6 +300,7 @@ def render_card(
     reproduction: Any = None,
     *,
     repo_id: str | None = None,
+    base_model: str | None = None,
 ) -> ModelCard:
     """The model card of a T-JEPA checkpoint, or of one of its text baselines (`config.objective`).
 
@@ -292,6 +317,8 @@ def render_card(
             `{"runs": {objective: metrics, ...}, <settings>...}` (see :func:`reproduction_table`).
         repo_id: Hub id shown in the usage snippets; default :data:`MODEL_ID_PLACEHOLDER`, which `push_to_hub`
             replaces with the real id.
+        base_model: the pretrained BERT (data setting `backbone`: a Hub id or a folder) the encoder started from, if
+            any: the card's `base_model` (relation `finetune`).
     """
     metrics = dict(metrics or {})
     training, data = _as_dict(training_args), _as_dict(data_args)
@@ -307,6 +334,8 @@ def render_card(
     c4 = _text_data_is_c4(metrics, data)
     remote_code = bool(getattr(config, "auto_map", None))
     corpus = metrics.get("data_source") or None
+    dataset_ids, provenance_lines = _text_sources(metrics, data, c4)
+    base_id, relation, start_line = _starting_point(base_model, "finetune", "Started from the pretrained BERT")
     probe_dataset = dict(
         dataset_type="hf-jepa-pydoc-topics",
         dataset_name="CPython documentation sentences, coarse topic classes (hf-jepa)",
@@ -330,7 +359,9 @@ def render_card(
         license=LICENSE,
         tags=[*CARD_TAGS, *([objective.replace("_", "-")] if objective != "jepa" else []), LIBRARY_NAME],
         pipeline_tag="feature-extraction",
-        datasets=[C4_HUB_ID] if c4 else None,
+        base_model=base_id,
+        base_model_relation=relation,
+        datasets=dataset_ids or None,
         model_name=model_name,
         eval_results=eval_results or None,
     )
@@ -368,6 +399,7 @@ def render_card(
         config_rows=own_config_rows(config),
         training_rows=training_rows,
         data_rows=data_rows,
+        provenance_lines=[*provenance_lines, *([start_line] if start_line else [])],
         result_rows=result_rows(metrics),
         corpus=corpus,
         data_is_c4=c4,

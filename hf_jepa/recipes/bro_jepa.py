@@ -16,6 +16,7 @@ from ..metrics import evaluate_modular_arithmetic, plot_latent_pca, prototype_of
 from ..modeling.bro_jepa import BroJepaConfig, BroJepaImageProcessor, BroJepaModel
 from ..trainers import Recipe
 from ._checks import check_count, check_types
+from ._saved import write_data_settings
 from .family import Family
 
 logger = logging.getLogger(__name__)
@@ -130,6 +131,7 @@ class BroJepaRecipe(Recipe):
     def save_artifacts(self, model, output_dir: str, metrics: dict, args) -> None:
         # The image processor makes the directory usable by `pipeline("modular-arithmetic", model=dir)` with batching.
         BroJepaImageProcessor().save_pretrained(output_dir)
+        write_data_settings(output_dir, self.data_args)  # `hf-jepa eval` rebuilds the same data from it
         card = render_card(model.config, metrics, training_args=args, data_args=self.data_args)
         card.save(str(Path(output_dir) / "README.md"))
 

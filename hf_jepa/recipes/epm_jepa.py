@@ -32,6 +32,7 @@ from ..modeling.epm_jepa.configuration_epm_jepa import TRACK_NAMES
 from ..modeling.epm_jepa.modeling_epm_jepa import EXPERIENCE_ADAPTER_FIELDS
 from ..trainers import Recipe
 from ._checks import check_choice, check_count, check_finite, check_model_folder, check_types
+from ._saved import write_data_settings
 from .family import Family
 
 logger = logging.getLogger(__name__)
@@ -243,7 +244,10 @@ class EpmJepaRecipe(Recipe):
                 handle.write(json.dumps(record) + "\n")
         # `pipeline("image-feature-extraction", model=dir)` encodes single frames with it.
         EpmJepaImageProcessor.from_model_config(model.config).save_pretrained(output_dir)
-        card = render_card(model.config, metrics, training_args=args, data_args=self.data_args)
+        write_data_settings(output_dir, self.data_args)  # `hf-jepa eval` rebuilds the same evaluation sets from it
+        card = render_card(
+            model.config, metrics, training_args=args, data_args=self.data_args, base_model=self.data_args.init_from
+        )
         card.save(str(Path(output_dir) / "README.md"))
 
 
@@ -293,5 +297,7 @@ FAMILIES = (
         recipe_class=EpmJepaRecipe,
         training_defaults=TRAINING_DEFAULTS,
         result_rows=result_rows,
+        # The base an experience run adapted from, and the stage: eval needs neither (the folder is the model).
+        training_only_settings=("init_from", "stage"),
     ),
 )

@@ -23,11 +23,26 @@ class Family:
     result_rows: Callable[[Mapping[str, Any]], list[tuple[str, str]]] | None = None
     extra_table: Callable[[Mapping[str, Any]], str] | None = None  # markdown printed after the rows, "" for none
     default_preset: str = "cpu_fast"
+    # Data settings only training uses (the checkpoint a run started from, a training stage): `hf-jepa eval DIR` does
+    # not reapply them from the folder's saved settings (the folder is the model; a `--set` still gives one).
+    training_only_settings: tuple[str, ...] = ()
+    # Model types of other saved folders this family evaluates: wrapping model_type -> the sub-config whose model_type
+    # must be this family's (e.g. the reasoner+Talker pair, by its `talker_config`).
+    also_evaluates: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def model_type(self) -> str:
         """`config.model_type` of the models this family trains (how `eval` finds the family of a saved folder)."""
         return self.config_class.model_type
+
+    def handles(self, saved_config: Mapping[str, Any]) -> bool:
+        """Whether `hf-jepa eval` uses this family for a folder whose config.json holds `saved_config`."""
+        model_type = saved_config.get("model_type")
+        if model_type == self.model_type:
+            return True
+        sub_config = self.also_evaluates.get(model_type)
+        nested = saved_config.get(sub_config) if sub_config else None
+        return isinstance(nested, Mapping) and nested.get("model_type") == self.model_type
 
     def make_config(self, preset: str | None = None, **overrides):
         """The config of `preset` (tiny | cpu_fast | full; default `default_preset`) with `overrides` on top."""
@@ -38,3 +53,12 @@ class Family:
 
     def make_recipe(self, config, data_args, seed: int = 0):
         return self.recipe_class(config, data_args, seed=seed)
+
+    def recipe_for_saved(self, model, data_args, folder: str):
+        """The recipe that evaluates `model`, loaded from `folder` (`hf-jepa eval`): the recipe class's
+        `for_saved_model(model, data_args, folder)` when it has one (e.g. a Talker, which needs its reasoner), else
+        `make_recipe(model.config, data_args)`."""
+        for_saved = getattr(self.recipe_class, "for_saved_model", None)
+        if for_saved is not None:
+            return for_saved(model, data_args, folder)
+        return self.make_recipe(model.config, data_args, seed=0)

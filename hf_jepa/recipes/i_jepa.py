@@ -16,9 +16,11 @@ from ..data.streaming import StreamedBatches, stream_batches
 from ..metrics.collapse import plot_failure_signature
 from ..metrics.downstream import linear_probe_accuracy
 from ..modeling.i_jepa import IJepaConfig, IJepaImageProcessor, IJepaModel
+from ..progress import progress
 from ..trainers import seeded_generator
 from ._checks import check_count, check_types
 from ._collapse import CollapseDiagnosedRecipe
+from ._saved import write_data_settings
 from .family import Family
 
 
@@ -140,7 +142,7 @@ class IJepaRecipe(CollapseDiagnosedRecipe):
             return torch.cat(
                 [
                     model.embed(self._pixels(images[i : i + batch_size]).to(model.device)).float().cpu()
-                    for i in range(0, len(images), batch_size)
+                    for i in progress(range(0, len(images), batch_size), "embedding images")
                 ]
             )
         finally:
@@ -172,6 +174,7 @@ class IJepaRecipe(CollapseDiagnosedRecipe):
         self.write_records(output_dir)
         # `pipeline("image-feature-extraction", model=dir)` needs it (and the statistics the model was trained with).
         IJepaImageProcessor.from_model_config(model.config).save_pretrained(output_dir)
+        write_data_settings(output_dir, self.data_args)  # `hf-jepa eval` rebuilds the same data from it
         card = render_card(model.config, metrics, training_args=args, data_args=self.data_args)
         card.save(str(Path(output_dir) / "README.md"))
 

@@ -33,9 +33,11 @@ from ..modeling.jepa_reasoner import (
     MonoTalkerConfig,
     MonoTalkerModel,
 )
+from ..progress import progress
 from ..trainers import Recipe, seeded_generator
 from ..trainers.custom_pipelines import write_custom_pipelines
 from ._checks import check_choice, check_count, check_model_folder, check_types
+from ._saved import write_data_settings
 from .family import Family
 
 logger = logging.getLogger(__name__)
@@ -129,6 +131,14 @@ class ReasoningRecipe(Recipe):
             pad_token_id=tokenizer.pad_token_id,
         )
 
+    @classmethod
+    def for_saved_model(cls, model, data_args: JepaReasonerDataArguments, folder: str) -> "ReasoningRecipe":
+        """The recipe `hf-jepa eval` evaluates a saved `model` with: the task rebuilt from `data_args` must give the
+        model's vocabulary (a model is never resized to fit another task)."""
+        data = ReasoningData(data_args)
+        _check_vocabulary(model.config, data, data_args, folder)
+        return cls(model.config, data_args, data=data)
+
     def train_batch(self, step: int, rank: int, batch_size: int) -> dict[str, torch.Tensor]:
         count = self.data.train["input_ids"].shape[0]
         index = torch.randint(count, (batch_size,), generator=seeded_generator(self.seed, step, rank))
@@ -141,14 +151,32 @@ class ReasoningRecipe(Recipe):
         if model.can_generate():  # greedy decoding of one answer and its EOS, as the evaluation decodes
             model.generation_config = self.decoding_defaults()
             model.generation_config.save_pretrained(output_dir)
+        write_data_settings(output_dir, self.data_args)  # `hf-jepa eval` rebuilds the same task from it
         card = render_card(
             model.config,
             metrics,
             training_args=args,
             data_args=self.data_args,
             example_prompt=self.data.eval_examples[0].prompt,
+            base_model=self.data_args.reasoner,
         )
         card.save(str(Path(output_dir) / "README.md"))
+
+
+def _vocabulary_size(config) -> int | None:
+    """The token vocabulary of a reasoning-family config (the reasoner's, for the reasoner+Talker pair)."""
+    return getattr(getattr(config, "reasoner_config", config), "vocab_size", None)
+
+
+def _check_vocabulary(config, data: ReasoningData, data_args: JepaReasonerDataArguments, folder: str) -> None:
+    size = _vocabulary_size(config)
+    if size != data.vocab_size:
+        raise ValueError(
+            f"the model in {folder} has a {size}-token vocabulary but the {data_args.task!r} task's tokenizer has "
+            f"{data.vocab_size}: it was trained on another task (or task size); give the training data settings with "
+            "--set task=... num_nodes=... node_vocab_size=... (folders saved by this hf-jepa version carry them in "
+            "data_args.json)"
+        )
 
 
 class JepaReasonerRecipe(ReasoningRecipe):
@@ -216,18 +244,46 @@ class TalkerRecipe(ReasoningRecipe):
             )
         self.reasoner = reasoner.eval().requires_grad_(False)
         self.dual = isinstance(config, DualTalkerConfig)
-        started = time.perf_counter()
-        self.train_chains = self.chains(self.data.train)
-        logger.info(
-            "Talker: %d latent chains of %d steps from the frozen reasoner in %.1f s",
-            self.train_chains.shape[0],
-            self.train_chains.shape[1],
-            time.perf_counter() - started,
-        )
+        self._train_chains: torch.Tensor | None = None
+
+    @property
+    def train_chains(self) -> torch.Tensor:
+        """The frozen reasoner's latent chains of the whole training set, computed on first use (evaluation needs
+        none)."""
+        if self._train_chains is None:
+            started = time.perf_counter()
+            self._train_chains = self.chains(self.data.train)
+            logger.info(
+                "Talker: %d latent chains of %d steps from the frozen reasoner in %.1f s",
+                self._train_chains.shape[0],
+                self._train_chains.shape[1],
+                time.perf_counter() - started,
+            )
+        return self._train_chains
+
+    @classmethod
+    def for_saved_model(cls, model, data_args: JepaReasonerDataArguments, folder: str) -> "TalkerRecipe":
+        """The recipe `hf-jepa eval` evaluates a saved Talker or reasoner+Talker pair with. The reasoner comes from
+        the pair itself, else `--set reasoner=DIR`, else the `pair/` folder a Talker run writes beside the Talker."""
+        data = ReasoningData(data_args)
+        _check_vocabulary(model.config, data, data_args, folder)
+        if isinstance(model, JepaReasonerWithTalker):
+            return cls(model.talker.config, data_args, data=data, reasoner=model.reasoner)
+        if not data_args.reasoner:
+            pair_dir = Path(folder) / "pair"
+            if not (pair_dir / "config.json").is_file():
+                raise ValueError(
+                    "a Talker is evaluated with the reasoner it reads: give --set reasoner=DIR (the folder has no "
+                    "pair/ sub-folder holding it)"
+                )
+            pair = JepaReasonerWithTalker.from_pretrained(pair_dir)
+            return cls(model.config, data_args, data=data, reasoner=pair.reasoner.to(model.device))
+        return cls(model.config, data_args, data=data)
 
     @torch.no_grad()
     def chains(self, split: dict[str, torch.Tensor], batch_size: int = 512, **kwargs) -> torch.Tensor:
         steps, device = self.data.max_answer_length, self.reasoner.device
+        starts = range(0, split["prompt_ids"].shape[0], batch_size)
         parts = [
             self.reasoner.generate_latents(
                 split["prompt_ids"][i : i + batch_size].to(device),
@@ -235,7 +291,7 @@ class TalkerRecipe(ReasoningRecipe):
                 num_steps=steps,
                 **kwargs,
             ).cpu()
-            for i in range(0, split["prompt_ids"].shape[0], batch_size)
+            for i in progress(starts, "reasoner latent chains")
         ]
         return torch.cat(parts).float()
 
@@ -275,6 +331,8 @@ class TalkerRecipe(ReasoningRecipe):
         """Task accuracy of reasoner + Talker (greedy), and the same Talker reading *another* example's chain
         (`accuracy_shuffled_chain`): how much of the answer comes from the reasoning rather than from the Talker's
         own view of the prompt (a Dual-Talker sees the prompt; a Mono-Talker sees only the chain)."""
+        if isinstance(model, JepaReasonerWithTalker):  # `hf-jepa eval` of a saved pair: evaluate its Talker
+            model = model.talker
         data = self.data
         ev = data.eval
         answers = DecoupledSystem(self.pair(model), data).complete(ev["prompt_ids"], ev["prompt_mask"])
@@ -299,12 +357,14 @@ class TalkerRecipe(ReasoningRecipe):
         self.data.tokenizer.model_max_length = pair.config.reasoner_config.max_position_embeddings
         self.data.tokenizer.save_pretrained(pair_dir)
         write_custom_pipelines(pair_dir)  # latent-reasoning, loadable without hf_jepa
+        write_data_settings(pair_dir, self.data_args)
         card = render_card(
             pair.config,
             metrics,
             training_args=args,
             data_args=self.data_args,
             example_prompt=self.data.eval_examples[0].prompt,
+            base_model=self.data_args.reasoner,
         )
         card.save(str(pair_dir / "README.md"))
 
@@ -364,6 +424,9 @@ FAMILIES = tuple(
         recipe_class=recipe_class,
         training_defaults=TRAINING_DEFAULTS,
         result_rows=result_rows,
+        # A Talker's reasoner is the checkpoint it started from; `hf-jepa eval` takes it from the saved pair.
+        training_only_settings=("reasoner",) if recipe_class is TalkerRecipe else (),
+        also_evaluates={"jepa_reasoner_with_talker": "talker_config"} if recipe_class is TalkerRecipe else {},
     )
     for name, config_class, recipe_class in (
         ("jepa-reasoner", JepaReasonerConfig, JepaReasonerRecipe),

@@ -34,6 +34,7 @@ from ..modeling.t_jepa import TJepaConfig, TJepaModel
 from ..trainers import seeded_generator
 from ._checks import check_choice, check_count, check_types
 from ._collapse import CollapseDiagnosedRecipe
+from ._saved import write_data_settings
 from .family import Family
 
 logger = logging.getLogger(__name__)
@@ -297,7 +298,10 @@ class TJepaRecipe(CollapseDiagnosedRecipe):
         self.tokenizer.model_max_length = model.config.backbone_config.max_position_embeddings
         self.tokenizer.save_pretrained(output_dir)
         self.write_records(output_dir)
-        card = render_card(model.config, metrics, training_args=args, data_args=self.data_args)
+        write_data_settings(output_dir, self.data_args)  # `hf-jepa eval` rebuilds the same corpus from it
+        card = render_card(
+            model.config, metrics, training_args=args, data_args=self.data_args, base_model=self.data_args.backbone
+        )
         card.save(str(Path(output_dir) / "README.md"))
 
 
@@ -322,5 +326,6 @@ FAMILIES = (
         recipe_class=TJepaRecipe,
         training_defaults=TRAINING_DEFAULTS,
         result_rows=result_rows,
+        training_only_settings=("backbone",),  # the pretrained BERT a run started from; eval loads the folder
     ),
 )

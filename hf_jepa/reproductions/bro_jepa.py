@@ -6,6 +6,7 @@ from pathlib import Path
 
 from ..data import MnistSplits
 from ..modeling.bro_jepa import BroJepaConfig
+from ..progress import progress
 from ..recipes.bro_jepa import TRAINING_DEFAULTS, BroJepaDataArguments, BroJepaRecipe
 from ..trainers import JepaTrainer, TrainingArguments
 from .result import ReproductionResult
@@ -59,7 +60,7 @@ def reproduce_bro_jepa(
         known = [v[0] for v in REPRODUCTION_VARIANTS]
         raise ValueError(f"unknown variants {sorted(set(variants) - set(known))}; known: {known}")
     rows = []
-    for name, overrides, default_steps in chosen:
+    for name, overrides, default_steps in progress(chosen, "BRo-JEPA reproduction rows"):
         slug = name.lower().replace(" + ", "-").replace(", ", "-").replace(" ", "-")
         config = BroJepaConfig.cpu_fast(**overrides)
         max_steps = 20 if quick else (steps or default_steps)

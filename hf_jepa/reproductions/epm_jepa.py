@@ -20,6 +20,7 @@ from ..paper_figures import (
     EPM_JEPA_D_SHIFT_STD,
     EPM_JEPA_OUTCOME_THRESHOLD_PERCENT,
 )
+from ..progress import progress
 from ..recipes.epm_jepa import ADAPT_DEFAULTS, TRAINING_DEFAULTS, EpmJepaDataArguments, EpmJepaRecipe, build_eval_pixels
 from ..recipes.family import PRESETS
 from ..trainers import JepaTrainer, TrainingArguments
@@ -151,7 +152,7 @@ def reproduce_epm_jepa(
     data_args = EpmJepaDataArguments(data=data, eval_sequences=16 if quick else 256)
     eval_pixels = build_eval_pixels(splits, data_args, base_config.image_size)
     runs, histories, first_seed_runs = [], {}, []
-    for seed in seeds:
+    for seed in progress(seeds, "EPM-JEPA reproduction seeds"):
         base_dir = output_dir / f"seed{seed}" / "base"
         logger.info("Seed %d: pretraining the shared vanilla base (%d steps, g = 0)", seed, pretrain_steps)
         settings = {**TRAINING_DEFAULTS, "max_steps": pretrain_steps, "logging_steps": max(1, pretrain_steps // 10)}
@@ -204,7 +205,14 @@ def reproduce_epm_jepa(
     # The first seed's model of each track ships with the whole comparison on its card.
     for run_dir, metrics, training_args, adapt_args in first_seed_runs:
         config = EpmJepaConfig.from_pretrained(run_dir)
-        card = render_card(config, metrics, training_args=training_args, data_args=adapt_args, reproduction=result)
+        card = render_card(
+            config,
+            metrics,
+            training_args=training_args,
+            data_args=adapt_args,
+            reproduction=result,
+            base_model=adapt_args.init_from,
+        )
         card.save(str(run_dir / "README.md"))
     return result
 

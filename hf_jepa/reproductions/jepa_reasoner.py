@@ -24,6 +24,7 @@ from ..paper_figures import (
     JEPA_REASONER_GSM8K_8SHOT_COUPLED,
     JEPA_REASONER_TREE_SEARCH_ACCURACY,
 )
+from ..progress import progress
 from ..recipes.jepa_reasoner import (
     TRAINING_DEFAULTS,
     CoconutRecipe,
@@ -132,7 +133,7 @@ def reproduce_jepa_reasoner(
         logger.info("JEPA-Reasoner reproduction: %s / %s, %d steps", task, name, steps)
         return JepaTrainer(recipe, args).train()
 
-    for task in tasks:
+    for task in progress(tasks, "JEPA-Reasoner reproduction tasks"):
         task_settings = dict(REPRODUCTION_DATA[task])
         task_settings["num_train_examples"] = (
             64 if quick else min(num_train_examples, task_settings.get("num_train_examples", num_train_examples))

@@ -14,6 +14,7 @@ from ..metrics.collapse import plot_failure_signature
 from ..modeling.i_jepa import IJepaConfig
 from ..modeling.t_jepa import TJepaConfig, TJepaModel
 from ..paper_figures import T_JEPA_COLLAPSED_VAL_RANK, T_JEPA_DIVERGENCE_STEP, T_JEPA_MI_CEILING_NATS
+from ..progress import progress
 from ..recipes.i_jepa import TRAINING_DEFAULTS as I_JEPA_TRAINING_DEFAULTS
 from ..recipes.i_jepa import IJepaDataArguments, IJepaRecipe
 from ..recipes.t_jepa import TRAINING_DEFAULTS, TJepaDataArguments, TJepaRecipe
@@ -80,7 +81,7 @@ def reproduce_t_jepa(
             records[name] = recipe.records
         return result
 
-    for seed in seeds:
+    for seed in progress(seeds, "T-JEPA reproduction seeds"):
         data_args = TJepaDataArguments(data=data, diagnostics_sentences=32 if quick else 128)
         run(TJepaRecipe(text_preset(), data_args, seed=seed, text=text), "t-jepa", seed, TRAINING_DEFAULTS)
         image_args = IJepaDataArguments(

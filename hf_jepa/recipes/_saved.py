@@ -1,0 +1,37 @@
+"""The data settings a run trained with, saved beside the weights (`data_args.json`) so that `hf-jepa eval DIR`
+rebuilds the same task and data (a reasoner trained on `task=cfg` is evaluated on `cfg`, with its 15-token
+vocabulary). Torch-free; a private module, so `load_families` does not take it for a family."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+__all__ = ["DATA_ARGS_FILE", "read_data_settings", "write_data_settings"]
+
+DATA_ARGS_FILE = "data_args.json"
+
+
+def write_data_settings(output_dir: str | Path, data_args: Any) -> None:
+    """Write the fields of the data-arguments dataclass `data_args` to `<output_dir>/data_args.json`."""
+    values = dataclasses.asdict(data_args) if dataclasses.is_dataclass(data_args) else dict(data_args or {})
+    Path(output_dir, DATA_ARGS_FILE).write_text(json.dumps(values, indent=2, default=str) + "\n", encoding="utf-8")
+
+
+def read_data_settings(folder: str | Path) -> dict[str, Any]:
+    """The data settings saved in `folder` ({} for a folder saved before they were, or by another tool). Raises
+    `ValueError` naming the file when it is not a JSON mapping."""
+    path = Path(folder, DATA_ARGS_FILE)
+    if not path.is_file():
+        return {}
+    try:
+        values = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise ValueError(
+            f"{path}: not readable JSON ({' '.join(str(error).split())}); delete it or save again"
+        ) from None
+    if not isinstance(values, dict):
+        raise ValueError(f"{path}: expected a mapping of data settings, got a {type(values).__name__}")
+    return values
