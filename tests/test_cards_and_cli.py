@@ -184,11 +184,11 @@ def test_unknown_key_and_bad_values_error(capsys, tmp_path):
 
 
 def test_yaml_config_sections_and_set_precedence(tmp_path):
-    from hf_jepa.cli import _read_yaml
+    from hf_jepa.cli_settings import read_yaml
 
     path = tmp_path / "run.yaml"
     path.write_text("preset: tiny\nmax_steps: 7\nmodel:\n  latent_dim: 24\ndata:\n  max_shift: 1\n")
-    settings = _read_yaml(str(path))
+    settings = read_yaml(str(path))
     settings.update(parse_overrides(["max_steps=9"]))
     setup = build_train_setup("bro-jepa", settings)
     assert setup.preset == "tiny" and setup.config.latent_dim == 24 and setup.config.cnn_channels == [8, 16]

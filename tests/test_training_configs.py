@@ -1,11 +1,11 @@
 """`configs/<family>/*.yaml`: every example training config loads through the code path of `hf-jepa train --config`
-(`_read_yaml` + `build_train_setup`, which refuses unknown keys), and every CPU quick config trains for two steps."""
+(`read_yaml` + `build_train_setup`, which refuses unknown keys), and every CPU quick config trains for two steps."""
 
 from pathlib import Path
 
 import pytest
 
-from hf_jepa.cli import _read_yaml, build_train_setup
+from hf_jepa.cli_settings import build_train_setup, read_yaml
 from hf_jepa.recipes import load_families
 from hf_jepa.trainers import JepaTrainer
 
@@ -16,7 +16,7 @@ PREREQUISITES = {"init_from": "epm-jepa", "reasoner": "jepa-reasoner"}
 
 
 def setup_for(path: Path, output_dir: Path, prerequisites: dict, **overrides):
-    settings = _read_yaml(str(path))
+    settings = read_yaml(str(path))
     for key, family in PREREQUISITES.items():
         if key in settings:
             settings[key] = str(prerequisites[family])
@@ -49,7 +49,7 @@ def test_every_family_has_a_cpu_quick_and_a_paper_config():
 
 @pytest.mark.parametrize("path", TRAINING_CONFIGS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_config_loads_with_every_key_valid(path, prerequisites, tmp_path):
-    settings = _read_yaml(str(path))
+    settings = read_yaml(str(path))
     setup = setup_for(path, tmp_path / "run", prerequisites)
     assert setup.family.name == path.parent.name
     routed = set(setup.routed) | {"preset"}
