@@ -291,6 +291,21 @@ def cmd_push_dataset(args: argparse.Namespace) -> int:
     return 0
 
 
+def _preset_values(family: Family) -> dict[str, Any]:
+    """Each model setting of `family` -> its value in the family's default preset (what a run without `preset=` gets;
+    the class defaults are often the paper's full size). A sub-config shows as its class name."""
+    from transformers import PretrainedConfig
+
+    from .settings import config_fields
+
+    config = family.make_config()
+    values = {}
+    for name, default in config_fields(family.config_class).items():
+        value = getattr(config, name, default)
+        values[name] = f"<{type(value).__name__} of the preset>" if isinstance(value, PretrainedConfig) else value
+    return values
+
+
 class _TrainHelp(argparse.Action):
     """`hf-jepa train --help`, and with a family (`hf-jepa train bro-jepa --help`) every key `--set` and YAML accept,
     with the family's default and the one-line description from the class docstrings."""
@@ -298,7 +313,7 @@ class _TrainHelp(argparse.Action):
     def __call__(self, parser, namespace, values, option_string=None):
         parser.print_help()
         if getattr(namespace, "family", None):
-            from .settings import config_fields, dataclass_defaults, settings_table
+            from .settings import dataclass_defaults, settings_table
             from .trainers.arguments import TrainingArguments
 
             family = families()[namespace.family]
@@ -307,7 +322,7 @@ class _TrainHelp(argparse.Action):
             print(
                 settings_table(
                     {
-                        "model": (family.config_class, config_fields(family.config_class)),
+                        "model": (family.config_class, _preset_values(family)),
                         "train": (TrainingArguments, train_defaults),
                         "data": (family.data_args_class, dataclass_defaults(family.data_args_class)),
                     }
