@@ -127,9 +127,11 @@ def test_changed_weights_give_a_derived_card_and_no_results(trained, name, tmp_p
         if any(Path(path).match(pattern) for pattern in RECORDS if pattern != "README.md") or "/" in path:
             assert path not in other, path  # eval results, figures, training records, pair/ and adapter subfolders
     kept = [
-        p for p in _files(folder) if "/" not in p and p.endswith((".py", "tokenizer.json", "preprocessor_config.json"))
+        p
+        for p in _files(folder)
+        if "/" not in p and p.endswith((".py", "tokenizer.json", "preprocessor_config.json", "generation_config.json"))
     ]
-    assert kept and all(p in other for p in kept)  # pipeline and processor code, tokenizer or processor
+    assert kept and all(p in other for p in kept)  # code, tokenizer or processor, decoding defaults
     card = ModelCard(other["README.md"].decode())
     source = ModelCard.load(folder / "README.md").data
     assert "model-index" not in card.data.to_dict() and card.data.base_model is None  # a local path is no Hub id
@@ -161,15 +163,21 @@ def test_a_source_gone_warns_and_saves_weights_and_config(trained, tmp_path, cap
 
 PUSHED = """
 import json
+from pathlib import Path
 import numpy as np
 from PIL import Image
-from transformers import pipeline
+from transformers import AutoModel, pipeline
 pixels = np.zeros((28, 28), dtype=np.uint8)
 pixels[7:14, 9:21] = 200
 image = Image.fromarray(pixels, mode="L").convert("RGB")
 features = pipeline("image-feature-extraction", model="org/bro", trust_remote_code=True)
 custom = pipeline("modular-arithmetic", model="org/bro", trust_remote_code=True)
-print(json.dumps({"features": features(image), "custom": type(custom).__module__}))
+# the remote code's own save_pretrained (JepaHubMixin copied beside the modeling file) writes the complete folder
+model = AutoModel.from_pretrained("org/bro", trust_remote_code=True)
+model.save_pretrained("resaved")
+resaved = sorted(p.relative_to("resaved").as_posix() for p in Path("resaved").rglob("*") if p.is_file())
+print(json.dumps({"features": features(image), "custom": type(custom).__module__, "model": type(model).__module__,
+                  "resaved": resaved, "card": open("resaved/README.md").read()}))
 """
 
 
@@ -207,3 +215,5 @@ def test_push_to_hub_uploads_the_complete_folder(trained, hub, tmp_path):
     local = pipeline("image-feature-extraction", model=str(folder))(_image(28))
     np.testing.assert_allclose(np.asarray(remote["features"]), np.asarray(local), rtol=1e-5, atol=1e-6)
     assert remote["custom"].startswith("transformers_modules."), remote["custom"]
+    assert remote["model"].startswith("transformers_modules."), remote["model"]
+    assert remote["resaved"] == sorted(source) and remote["card"] == card.decode()

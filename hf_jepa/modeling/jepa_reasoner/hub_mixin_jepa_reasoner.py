@@ -26,7 +26,7 @@ class JepaHubMixin:
       processor's and the pipelines' code, `custom_pipelines` in `config.json` (so `pipeline(task, model=dir,
       trust_remote_code=True)` works where hf_jepa is not installed) and `generation_config.json`;
     - carried over only while the saved weights are bit-identical to the source's (every tensor's name, dtype, shape
-      and bytes compared): everything else the source holds that describes those weights - the card (`README.md`),
+      and bytes compared, streaming both checkpoints once through sha256): everything else the source holds that describes those weights - the card (`README.md`),
       `eval_results.json`, figures, training records, subfolders such as `experience_adapter/` or `pair/`;
     - when the weights differ, none of those: a card saying the model was derived from the source, with the source's
       `library_name`, `pipeline_tag` and `tags`, and `base_model: <repo id>` (`base_model_relation: finetune`) when the
