@@ -2,7 +2,7 @@
 
 `save_pretrained` copies a family's modeling files next to the weights; they are then loaded where hf_jepa may not be
 installed. So a file under `<package>/modeling/<family>/` may import only torch, transformers, peft, numpy (and
-safetensors, which transformers requires), the standard library and its own folder (`from .x import y`). Not allowed:
+safetensors and huggingface_hub, which transformers requires), the standard library and its own folder (`from .x import y`). Not allowed:
 `from ..x import y` (leaves the folder; breaks `save_pretrained`) and `import hf_jepa...` (breaks loading without the
 package). Imports inside functions count.
 
@@ -17,8 +17,9 @@ import ast
 import sys
 from pathlib import Path
 
-# safetensors is a hard requirement of transformers, so it is present wherever the exported files can load.
-ALLOWED_THIRD_PARTY = frozenset({"torch", "transformers", "peft", "numpy", "safetensors"})
+# safetensors and huggingface_hub are hard requirements of transformers, so they are present wherever the exported
+# files can load.
+ALLOWED_THIRD_PARTY = frozenset({"torch", "transformers", "peft", "numpy", "safetensors", "huggingface_hub"})
 ALLOWED = ALLOWED_THIRD_PARTY | frozenset(sys.stdlib_module_names) | {"__future__"}
 
 

@@ -454,6 +454,9 @@ class JepaTrainer:
         # The folder's own hf-jepa pipeline task(s) and their code: `pipeline(task, model=dir, trust_remote_code=True)`
         # then works without hf_jepa (as after `pipe.save_pretrained`).
         write_custom_pipelines(output_dir)
+        # The returned model's own save_pretrained / push_to_hub now carry this folder's card, processor or tokenizer,
+        # pipeline code and results (the modeling folders' JepaHubMixin reads them from `name_or_path`).
+        model.name_or_path = model.config.name_or_path = str(output_dir.resolve())
         logger.info("Saved model, metrics and card to %s", output_dir)
 
 

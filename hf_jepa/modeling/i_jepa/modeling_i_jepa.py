@@ -43,6 +43,7 @@ from transformers.models.vit.modeling_vit import ViTLayer, ViTPatchEmbeddings
 from transformers.utils import ModelOutput
 
 from .configuration_i_jepa import IJepaConfig
+from .hub_mixin_i_jepa import JepaHubMixin
 
 
 @dataclass
@@ -241,7 +242,7 @@ class IJepaPredictor(nn.Module):
 # -------------------------------------------------------------------------------------------------------- model
 
 
-class IJepaPreTrainedModel(PreTrainedModel):
+class IJepaPreTrainedModel(JepaHubMixin, PreTrainedModel):
     config: IJepaConfig
     config_class = IJepaConfig
     base_model_prefix = "i_jepa"
