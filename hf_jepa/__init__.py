@@ -49,6 +49,7 @@ def register_auto_classes() -> None:
     if _registered:
         return
     from transformers import AutoConfig, AutoImageProcessor, AutoModel
+    from transformers.utils import logging as transformers_logging
 
     from .modeling.bro_jepa import BroJepaConfig, BroJepaImageProcessor, BroJepaModel
     from .modeling.epm_jepa import EpmJepaConfig, EpmJepaImageProcessor, EpmJepaModel
@@ -70,13 +71,20 @@ def register_auto_classes() -> None:
         # installed, the registered classes are used (no remote code runs).
         config_class.register_for_auto_class()
         model_class.register_for_auto_class("AutoModel")
-    for config_class, processor_class in (
-        (BroJepaConfig, BroJepaImageProcessor),
-        (EpmJepaConfig, EpmJepaImageProcessor),
-        (IJepaConfig, IJepaImageProcessor),
-    ):
-        AutoImageProcessor.register(config_class, image_processor_classes={"pil": processor_class}, exist_ok=True)
-        processor_class.register_for_auto_class("AutoImageProcessor")
+    # Registering walks transformers' whole image-processor mapping, which logs "`ViTImageProcessor` requires
+    # torchvision" on every import: a note about ViT's processor, which hf-jepa never uses. Silenced for the walk only.
+    verbosity = transformers_logging.get_verbosity()
+    transformers_logging.set_verbosity_error()
+    try:
+        for config_class, processor_class in (
+            (BroJepaConfig, BroJepaImageProcessor),
+            (EpmJepaConfig, EpmJepaImageProcessor),
+            (IJepaConfig, IJepaImageProcessor),
+        ):
+            AutoImageProcessor.register(config_class, image_processor_classes={"pil": processor_class}, exist_ok=True)
+            processor_class.register_for_auto_class("AutoImageProcessor")
+    finally:
+        transformers_logging.set_verbosity(verbosity)
 
     from . import pipelines  # noqa: F401  (registers the pipeline tasks)
 

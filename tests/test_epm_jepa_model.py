@@ -78,7 +78,7 @@ def test_every_track_runs_forward_and_backward():
     "pixel_values, error, match",
     [
         (torch.rand(2, 6, 1, 28, 28), ValueError, r"pixel_values must have shape \(batch, frames, 1, 64, 64\)"),
-        (torch.rand(2, 1, 64, 64), ValueError, "pixel_values must have shape"),
+        (torch.rand(2, 1, 28, 28), ValueError, "pixel_values must have shape"),  # (2, 1, 64, 64): frames to encode
         (torch.rand(2, 3, 1, 64, 64), ValueError, "holds 3 frames per sequence; scoring a prediction needs at least 4"),
         (torch.randint(0, 255, (2, 6, 1, 64, 64), dtype=torch.uint8), TypeError, "floating-point"),
     ],

@@ -396,7 +396,7 @@ def bad_inputs():
         ((torch.randn(3, 3, 28, 28), ctx, tgt), r"pixel_values .*\(batch, C, H, W\)"),
         ((torch.randn(3, 1, 32, 32), ctx, tgt), r"pixel_values .*\(batch, C, H, W\)"),
         ((x.to(torch.uint8), ctx, tgt), r"pixel_values must be a float tensor"),
-        ((x, None, tgt), "context_indices is required"),
+        ((x, None, tgt), "context_indices is missing: pass both"),
         ((x, ctx.float(), tgt), "context_indices must be an integer tensor"),
         ((x, ctx[:2], tgt), r"context_indices must have shape \(batch, num_context_patches\) with batch 3"),
         ((x, ctx[:, :0], tgt), "context_indices is empty"),

@@ -688,6 +688,8 @@ def test_pair_save_load_and_generate(tmp_path, kind):
     assert saved["auto_map"] == {
         "AutoConfig": "configuration_jepa_reasoner.JepaReasonerWithTalkerConfig",
         "AutoModel": "modeling_jepa_reasoner.JepaReasonerWithTalker",
+        # the pair writes text: pipeline("text-generation") loads it through AutoModelForCausalLM
+        "AutoModelForCausalLM": "modeling_jepa_reasoner.JepaReasonerWithTalker",
     }
     from safetensors import safe_open
 

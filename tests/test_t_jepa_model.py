@@ -459,7 +459,6 @@ def test_bad_inputs_get_clear_errors():
             dict(input_ids=input_ids, attention_mask=attention_mask[:, :5], target_mask=target_mask),
             "attention_mask must have shape",
         ),
-        (dict(input_ids=input_ids, attention_mask=attention_mask), "needs target_mask"),
         (dict(input_ids=input_ids, target_mask=target_mask[:, :5]), "target_mask must have shape"),
         (
             dict(input_ids=input_ids, attention_mask=attention_mask, target_mask=torch.ones_like(target_mask)),
@@ -473,6 +472,9 @@ def test_bad_inputs_get_clear_errors():
     for kwargs, pattern in cases:
         with pytest.raises(ValueError, match=pattern):
             model(**kwargs)
+    # Without a target mask the model is an encoder (feature extraction), not a training-input error.
+    encoded = model(input_ids=input_ids, attention_mask=attention_mask)
+    assert encoded.last_hidden_state.shape[:2] == input_ids.shape
     # Targets only inside the padding of a row count as nothing.
     padded_only = torch.zeros_like(target_mask)
     padded_only[:, 2] = True
