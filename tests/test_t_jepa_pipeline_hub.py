@@ -387,7 +387,7 @@ def test_pushed_files(hub, pushed):
     assert MODEL_ID_PLACEHOLDER in local["README.md"].read_text(encoding="utf-8")
     readme = stored["README.md"].decode()
     assert MODEL_ID_PLACEHOLDER not in readme and f'from_pretrained("{REPO_ID}")' in readme
-    assert f'pipeline("jepa-feature-extraction", model="{REPO_ID}")' in readme
+    assert f'pipeline("jepa-feature-extraction", model="{REPO_ID}", trust_remote_code=True)' in readme
 
 
 def test_from_hub_bit_identical(model, tokenizer, pipe, pushed, online):
