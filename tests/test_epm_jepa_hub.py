@@ -407,7 +407,10 @@ def test_card_from_hub_shows_what_was_measured(pushed, online):
         "| Device | cpu |",
     ):
         assert row in text, row
-    assert "![](diagnostics.png)" in text and f'pipeline("latent-world-model", model="{REPO_ID}", trust_remote_code=True)' in text
+    assert (
+        "![](diagnostics.png)" in text
+        and f'pipeline("latent-world-model", model="{REPO_ID}", trust_remote_code=True)' in text
+    )
     for absent in (
         "D on the training distribution (g = 0) |",
         "Surprisal-gate firing rate, g = 0",
