@@ -227,7 +227,7 @@ class TJepaRecipe(CollapseDiagnosedRecipe):
             if output.predictions is not None
             else self.diagnostics.compute(embeddings.float(), embeddings.float())
         )
-        metrics["loss"] = float(output.loss)
+        metrics["loss"] = float(output.loss.detach())
         if self.ambiguity is not None and split == "val":
             metrics["irreducible_variance"] = self.irreducible_variance(model)
         return metrics
