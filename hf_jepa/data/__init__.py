@@ -12,6 +12,7 @@ from .modular_arithmetic import (
 from .moving_mnist import (
     SHIFT_GRAVITY,
     TRAIN_GRAVITY,
+    GravityEpisodes,
     MovingMnist,
     render_frames,
     simulate_trajectories,
@@ -88,6 +89,7 @@ __all__ = [
     "TRAIN_GRAVITY",
     "TRAIN_OPERATIONS",
     "ModularArithmeticTask",
+    "GravityEpisodes",
     "MovingMnist",
     "embedded_digits",
     "images_to_tensor",

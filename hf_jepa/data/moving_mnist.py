@@ -39,6 +39,15 @@ TRAIN_GRAVITY = 0.0
 SHIFT_GRAVITY = (0.0, 0.5)
 # Seed of the EPM-JEPA evaluation sequences (MNIST test digits), the same for every run.
 EVAL_SEED = 10_007
+# The episodic protocol (`GravityEpisodes`): one gravity per episode. Training episodes draw from
+# EPISODIC_TRAIN_GRAVITIES; evaluation uses two of them (seen) and two values never trained on (unseen: 0.3 between
+# training values, 0.6 beyond them).
+EPISODIC_TRAIN_GRAVITIES = (0.0, 0.1, 0.2, 0.4, 0.5)
+EPISODIC_EVAL_GRAVITIES = (0.1, 0.3, 0.4, 0.6)
+EPISODIC_UNSEEN_GRAVITIES = tuple(g for g in EPISODIC_EVAL_GRAVITIES if g not in EPISODIC_TRAIN_GRAVITIES)
+# The generator stream of an episode's experience (support) sequences: a "rank" no real process has, so support
+# sequences differ from every rank's query sequences and are the same on every rank (buffers stay identical).
+SUPPORT_STREAM = 10_006
 _NUM_DIGITS_CHOICES = (1, 2, (1, 2))
 
 
@@ -234,8 +243,10 @@ class MovingMnist:
         gravity = high - torch.rand(batch_size, generator=generator) * (high - low)
         return torch.maximum(gravity, torch.nextafter(torch.tensor(low), torch.tensor(math.inf)))
 
-    def simulate(self, batch_size: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
-        """Draw digits, initial states and gravity, then integrate the physics.
+    def simulate(
+        self, batch_size: int, generator: torch.Generator, gravity: float | None = None
+    ) -> dict[str, torch.Tensor]:
+        """Draw digits, initial states and gravity (or use `gravity` for every sequence), then integrate the physics.
 
         Returns `positions` and `velocities` `(B, T, D, 2)` as `(x, y)`, `gravity` `(B,)`, `digit_index` `(B, D)` and
         `digit_mask` `(B, D)` (False for an absent second digit). D is 1 for `num_digits=1`, else 2.
@@ -251,7 +262,11 @@ class MovingMnist:
         angle = torch.rand(batch_size, digits, generator=generator) * (2 * math.pi)
         speed = self.speed_min + torch.rand(batch_size, digits, generator=generator) * (self.speed_max - self.speed_min)
         velocities0 = speed[..., None] * torch.stack([torch.cos(angle), torch.sin(angle)], -1)
-        gravity = self._draw_gravity(batch_size, generator)
+        drawn = self._draw_gravity(batch_size, generator)  # drawn anyway: the same stream whatever `gravity` says
+        if gravity is not None:
+            _gravity_bounds(gravity)
+            drawn = torch.full((batch_size,), float(gravity))
+        gravity = drawn
         positions, velocities = simulate_trajectories(
             positions0, velocities0, gravity, self.sequence_length, self.limit
         )
@@ -272,10 +287,14 @@ class MovingMnist:
     def _digit_labels(self, state: dict[str, torch.Tensor]) -> torch.Tensor:
         return torch.where(state["digit_mask"], self.labels[state["digit_index"]], -1)
 
-    def sample_batch(self, batch_size: int, step: int = 0, rank: int = 0) -> dict[str, torch.Tensor]:
+    def sample_batch(
+        self, batch_size: int, step: int = 0, rank: int = 0, gravity: float | None = None
+    ) -> dict[str, torch.Tensor]:
         """A batch: `pixel_values` float32 `(B, T, 1, H, W)` in [0, 1], `gravity` `(B,)`, `positions` `(B, T, D, 2)`,
-        `digit_mask` `(B, D)`, and `digit_labels` `(B, D)` (-1 for an absent digit) when labels were given."""
-        state = self.simulate(batch_size, self._generator(step, rank))
+        `digit_mask` `(B, D)`, and `digit_labels` `(B, D)` (-1 for an absent digit) when labels were given.
+        `gravity` (a float) overrides the configured gravity for every sequence; digits and initial states are those
+        of the same (seed, step, rank) under any gravity."""
+        state = self.simulate(batch_size, self._generator(step, rank), gravity)
         batch = {
             "pixel_values": self.render(state["positions"], state["digit_index"], state["digit_mask"]),
             "gravity": state["gravity"],
@@ -365,3 +384,57 @@ class MovingMnist:
             return datasets.Dataset.from_generator(self._rows, cache_dir=str(cache_dir), **kwargs)
         with tempfile.TemporaryDirectory(prefix="moving-mnist-") as scratch:
             return datasets.Dataset.from_generator(self._rows, cache_dir=scratch, keep_in_memory=True, **kwargs)
+
+
+@dataclass
+class GravityEpisodes:
+    """Episodes of Moving MNIST with one gravity each: the episodic protocol of EPM-JEPA, in which experience can tell
+    the model the current dynamics.
+
+    Episode `e` draws its gravity uniformly from `gravities` (seeded by `(world.seed, e)`, the same on every rank),
+    then gives `query` sequences (what the model predicts and is trained on: `world.sample_batch(batch, step=e,
+    rank=rank, gravity=g)`) and `support` sequences of the same gravity (the experience the buffer is filled from, a
+    separate stream shared by every rank). The buffer is reset between episodes by the model (`forward` with
+    `experience_pixel_values`), so it only ever holds the current episode's transitions.
+
+    Args:
+        world: the sequence generator (its own `gravity` setting is ignored).
+        gravities: the gravities episodes draw from (px/frame^2, each >= 0).
+        support_size: experience sequences per episode (>= 1).
+    """
+
+    world: MovingMnist
+    gravities: tuple[float, ...] = EPISODIC_TRAIN_GRAVITIES
+    support_size: int = 8
+
+    def __post_init__(self):
+        self.gravities = tuple(float(g) for g in self.gravities)
+        if not self.gravities:
+            raise ValueError("gravities must hold at least one value")
+        for value in self.gravities:
+            if _gravity_bounds(value) is not None:
+                raise ValueError(f"gravities must be single floats, got {value!r}")
+        if not isinstance(self.support_size, int) or isinstance(self.support_size, bool) or self.support_size < 1:
+            raise ValueError(f"support_size must be an int >= 1, got {self.support_size!r}")
+
+    def gravity_of(self, episode: int) -> float:
+        """The gravity of episode `episode` (depends on the world's seed and the episode only)."""
+        generator = torch.Generator().manual_seed((self.world.seed * 1_000_003 + episode) * 10_007 + SUPPORT_STREAM - 1)
+        return self.gravities[int(torch.randint(0, len(self.gravities), (1,), generator=generator))]
+
+    def support(self, episode: int, gravity: float | None = None, size: int | None = None) -> torch.Tensor:
+        """`(size, T, 1, H, W)` experience sequences of episode `episode` (at its gravity unless `gravity` is given)."""
+        gravity = self.gravity_of(episode) if gravity is None else gravity
+        size = self.support_size if size is None else size
+        return self.world.sample_batch(size, step=episode, rank=SUPPORT_STREAM, gravity=gravity)["pixel_values"]
+
+    def episode(self, batch_size: int, episode: int, rank: int = 0) -> dict[str, torch.Tensor]:
+        """Episode `episode` for process `rank`: `pixel_values` (the query sequences), `experience_pixel_values`
+        (the support sequences) and `gravity` (a 0-d tensor)."""
+        gravity = self.gravity_of(episode)
+        query = self.world.sample_batch(batch_size, step=episode, rank=rank, gravity=gravity)["pixel_values"]
+        return {
+            "pixel_values": query,
+            "experience_pixel_values": self.support(episode, gravity),
+            "gravity": torch.tensor(gravity),
+        }

@@ -13,6 +13,14 @@ Protocol (the same data for every track; see docs in README "EPM-JEPA"):
    hypernetwork and LoRA `U`/`V`). The surprisal gate keeps running and fills the buffer.
 3. D_shift(n) is the normalised error (`hf_jepa.metrics.world_model`) of one-step predictions on held-out shifted
    sequences (MNIST test digits, a fixed evaluation seed) after n experience steps, with the buffer frozen.
+
+`protocol="episodic"` gives memory a job (the "current" protocol above draws a fresh g for every sequence and one
+global FIFO, so the buffer can hardly tell the model the current sequence's g). Each experience step is one episode
+(`hf_jepa.data.GravityEpisodes`): one gravity from `EPISODIC_TRAIN_GRAVITIES` for all its sequences; tracks B and C
+reset the buffer and fill it from `episode_support` other sequences of the same episode before predicting (the
+gate does not write). D_shift(n) is then the mean over `EPISODIC_EVAL_GRAVITIES` (two seen in training, two never
+seen) of D on that gravity's query sequences with the buffer filled from that gravity's support sequences
+(`hf_jepa.metrics.epm_memory.episodic_error`). Track A sees the same query sequences and no support.
 """
 
 import json
@@ -25,7 +33,16 @@ import torch
 
 from ..cards.epm_jepa import ADAPTER_FOLDER, render_card, result_rows
 from ..data import MnistSplits
-from ..data.moving_mnist import EVAL_SEED, SHIFT_GRAVITY, TRAIN_GRAVITY, MovingMnist
+from ..data.moving_mnist import (
+    EPISODIC_EVAL_GRAVITIES,
+    EPISODIC_TRAIN_GRAVITIES,
+    EVAL_SEED,
+    SHIFT_GRAVITY,
+    TRAIN_GRAVITY,
+    GravityEpisodes,
+    MovingMnist,
+)
+from ..metrics.epm_memory import mean_episodic_error
 from ..metrics.world_model import evaluate_world_model, parameter_drift, plot_world_model_diagnostics
 from ..modeling.epm_jepa import EpmJepaConfig, EpmJepaImageProcessor, EpmJepaModel
 from ..modeling.epm_jepa.configuration_epm_jepa import TRACK_NAMES
@@ -38,6 +55,7 @@ from .family import Family
 logger = logging.getLogger(__name__)
 
 STAGES = ("pretrain", "adapt")
+PROTOCOLS = ("current", "episodic")
 
 
 @dataclass
@@ -57,6 +75,9 @@ class EpmJepaDataArguments:
     eval_sequence_length: int = 16
     eval_every: int = 10
     plot: bool = True
+    protocol: str = "current"
+    episode_support: int = 8
+    freeze_lora_at: int = 0
 
     def __post_init__(self):
         check_types(self)
@@ -79,6 +100,9 @@ class EpmJepaDataArguments:
         check_count(self, "eval_sequences", minimum=2)
         check_count(self, "eval_sequence_length", minimum=2)
         check_count(self, "eval_every", minimum=0)
+        check_choice(self, "protocol", PROTOCOLS)
+        check_count(self, "episode_support", minimum=1)
+        check_count(self, "freeze_lora_at", minimum=1, zero_means="never")
 
     @property
     def shift_gravity(self) -> tuple[float, float]:
@@ -123,11 +147,13 @@ class EpmJepaRecipe(Recipe):
         seed: int = 0,
         splits: MnistSplits | None = None,
         eval_pixels: dict[str, torch.Tensor] | None = None,
+        episodic_eval: dict[float, dict[str, torch.Tensor]] | None = None,
     ):
         self.config = config
         self.data_args = args = data_args or EpmJepaDataArguments()
         self.splits = splits or MnistSplits(args.data)
         gravity = args.train_gravity if args.stage == "pretrain" else args.shift_gravity
+        self.episodic = args.stage == "adapt" and args.protocol == "episodic"
         self.world = MovingMnist(
             images=self.splits.train_images,
             labels=self.splits.train_labels,
@@ -137,7 +163,14 @@ class EpmJepaRecipe(Recipe):
             canvas_size=config.image_size,
             seed=seed,
         )
+        self.episodes = (
+            GravityEpisodes(self.world, EPISODIC_TRAIN_GRAVITIES, args.episode_support) if self.episodic else None
+        )
+        if self.episodic:
+            gravity = f"one of {EPISODIC_TRAIN_GRAVITIES} per episode"
         self._eval_pixels = eval_pixels
+        self._episodic_eval = episodic_eval
+        self._model: EpmJepaModel | None = None
         self._built = False
         self.history: list[dict] = []
         self._target_snapshot: list[torch.Tensor] | None = None
@@ -157,6 +190,17 @@ class EpmJepaRecipe(Recipe):
             self._eval_pixels = build_eval_pixels(self.splits, self.data_args, self.config.image_size)
         return self._eval_pixels
 
+    def episodic_eval(self) -> dict[float, dict[str, torch.Tensor]]:
+        """The episodic evaluation episodes (MNIST test digits), gravity -> `support` and `query` sequences."""
+        if self._episodic_eval is None:
+            self._episodic_eval = build_episodic_eval(self.splits, self.data_args, self.config.image_size)
+        return self._episodic_eval
+
+    def _d_shift(self, model: EpmJepaModel) -> float:
+        if self.episodic:
+            return mean_episodic_error(model, self.episodic_eval())
+        return evaluate_world_model(model, self.eval_pixels()["shift"])["normalized_error"]
+
     # ------------------------------------------------------------------ Recipe protocol
 
     def build_model(self) -> EpmJepaModel:
@@ -168,6 +212,7 @@ class EpmJepaRecipe(Recipe):
             model = EpmJepaModel.from_base(args.init_from, **overrides)
             self.config = model.config
         self._built = True
+        self._model = model
         parts = set_trainable_parts(model, args.stage, args.adapt_encoder)
         logger.info("Trainable parts: %s", ", ".join(parts))
         self._target_snapshot = [p.detach().clone() for p in model.target_encoder.parameters()]
@@ -176,6 +221,15 @@ class EpmJepaRecipe(Recipe):
         return model
 
     def train_batch(self, step: int, rank: int, batch_size: int) -> dict[str, torch.Tensor]:
+        freeze_at = self.data_args.freeze_lora_at
+        if freeze_at and step == freeze_at and self._model is not None:
+            freeze_lora(self._model)
+        if self.episodic:
+            episode = self.episodes.episode(batch_size, step, rank)
+            batch = {"pixel_values": episode["pixel_values"]}
+            if self.config.track != "vanilla":
+                batch["experience_pixel_values"] = episode["experience_pixel_values"]
+            return batch
         return {"pixel_values": self.world.sample_batch(batch_size, step=step, rank=rank)["pixel_values"]}
 
     def _diagnostics(self, model: EpmJepaModel, with_eval: bool) -> dict[str, float]:
@@ -183,7 +237,7 @@ class EpmJepaRecipe(Recipe):
         values = {"ema_target_drift": parameter_drift(current, self._target_snapshot)}
         self._target_snapshot = [p.clone() for p in current]
         if with_eval:
-            values["d_shift"] = evaluate_world_model(model, self.eval_pixels()["shift"])["normalized_error"]
+            values["d_shift"] = self._d_shift(model)
         return values
 
     def on_log(self, model: EpmJepaModel, step: int, record: dict) -> dict[str, float]:
@@ -225,6 +279,9 @@ class EpmJepaRecipe(Recipe):
             "eval_predictions": shift["num_predictions"],
             "data_source": self.splits.source,
         }
+        if self.episodic:
+            metrics["protocol"] = "episodic"
+            metrics["d_shift_episodic"] = mean_episodic_error(model, self.episodic_eval())
         if self._built:  # a training run of this recipe (not `hf-jepa eval` of a saved model, whose stage is unknown)
             metrics["stage"] = self.data_args.stage
         if model.experience_buffer is not None:
@@ -266,6 +323,48 @@ def build_eval_pixels(splits: MnistSplits, data_args: EpmJepaDataArguments, imag
         )
         sets[name] = world.sample_batch(data_args.eval_sequences)["pixel_values"]
     return sets
+
+
+def build_episodic_eval(
+    splits: MnistSplits,
+    data_args: EpmJepaDataArguments,
+    image_size: int,
+    gravities: tuple[float, ...] = EPISODIC_EVAL_GRAVITIES,
+    support_size: int | None = None,
+) -> dict[float, dict[str, torch.Tensor]]:
+    """Evaluation episodes from MNIST test digits: per gravity, `query` sequences (`eval_sequences` split evenly over
+    the gravities, at least 2) and `support` sequences (`support_size`, default `episode_support`). Every gravity uses
+    the same digits and initial states (the generator's counterfactual pairs), so swapping buffers between gravities
+    changes only the dynamics the buffer saw."""
+    world = MovingMnist(
+        images=splits.test_images,
+        labels=splits.test_labels,
+        sequence_length=data_args.eval_sequence_length,
+        num_digits=data_args.num_digits,
+        canvas_size=image_size,
+        seed=EVAL_SEED,
+    )
+    episodes = GravityEpisodes(world, gravities, support_size or data_args.episode_support)
+    queries = max(2, data_args.eval_sequences // len(gravities))
+    return {
+        gravity: {
+            "query": world.sample_batch(queries, step=0, gravity=gravity)["pixel_values"],
+            "support": episodes.support(0, gravity),
+        }
+        for gravity in gravities
+    }
+
+
+def freeze_lora(model: EpmJepaModel) -> int:
+    """Stop training the track-C LoRA `U`/`V` (the hypernetwork's `d` keeps learning): the freeze-timing experiment.
+    The optimiser skips parameters without a gradient. Returns the number of tensors frozen."""
+    frozen = 0
+    for name, parameter in model.named_parameters():
+        if (".lora_A." in name or ".lora_B." in name) and parameter.requires_grad:
+            parameter.requires_grad_(False)
+            frozen += 1
+    logger.info("Froze %d LoRA tensors", frozen)
+    return frozen
 
 
 # `hf-jepa train epm-jepa` pretrains with these values by default; the reproduction's experience phase uses

@@ -22,6 +22,8 @@ def load_reproductions() -> dict[str, Callable[..., ReproductionResult]]:
         if info.name.startswith("_") or info.name == "result":
             continue
         module = importlib.import_module(f"{__name__}.{info.name}")
+        if not hasattr(module, "FAMILY"):  # a part of another family's reproduction (e.g. epm_jepa_episodic)
+            continue
         found[module.FAMILY] = getattr(module, f"reproduce_{info.name}")
     return found
 

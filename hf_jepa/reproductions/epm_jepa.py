@@ -24,6 +24,7 @@ from ..progress import progress
 from ..recipes.epm_jepa import ADAPT_DEFAULTS, TRAINING_DEFAULTS, EpmJepaDataArguments, EpmJepaRecipe, build_eval_pixels
 from ..recipes.family import PRESETS
 from ..trainers import JepaTrainer, TrainingArguments
+from .epm_jepa_episodic import reproduce_episodic
 from .result import ReproductionResult, mean_and_std
 
 logger = logging.getLogger(__name__)
@@ -133,20 +134,55 @@ def reproduce_epm_jepa(
     quick: bool = False,
     seeds: tuple[int, ...] = (0, 1, 2),
     pretrain_steps: int | None = None,
-    experience_steps: int = 50,
+    experience_steps: int = 0,
     preset: str = "cpu_fast",
     tracks: tuple[str, ...] = TRACKS_IN_ORDER,
+    protocol: str = "current",
+    episode_support: int = 8,
+    adaptation_ks: tuple[int, ...] = (0, 1, 2, 4, 8, 16),
+    freeze_at: tuple[int, ...] = (25, 50, 100, 150),
+    lora_ranks: tuple[int, ...] = (2, 8, 32),
+    weight_decays: tuple[float, ...] = (0.0, 0.1, 1.0),
+    eval_every: int = 5,
 ) -> ReproductionResult:
     """The pre-registered comparison: per seed, pretrain a vanilla base on g = 0, then run the experience phase
-    (`experience_steps` = n) for each track from that base and measure D_shift(n). `quick=True` is a smoke run
-    (tiny model, a few steps: not a result). Writes `results.json`, `results.md` and `diagnostics.png`."""
+    (`experience_steps` = n, default 50) for each track from that base and measure D_shift(n). `quick=True` is a
+    smoke run (tiny model, a few steps: not a result). Writes `results.json`, `results.md` and `diagnostics.png`.
+
+    `protocol="episodic"` runs the memory experiments of `epm_jepa_episodic` instead (one gravity per episode,
+    buffer from the current episode; default n = 200): buffer swap, adaptation over `adaptation_ks`, D_shift(n)
+    every `eval_every` steps, LoRA freezes at `freeze_at`, and track C over `lora_ranks` x `weight_decays`. The
+    options after `protocol` apply to it only."""
     output_dir = Path(output_dir or "outputs/reproduce-epm-jepa")
+    if protocol not in ("current", "episodic"):
+        raise ValueError(f"protocol must be 'current' or 'episodic', got {protocol!r}")
+    if preset not in PRESETS:
+        raise ValueError(f"preset must be one of {list(PRESETS)}, got {preset!r}")
+    if protocol == "episodic":
+        if quick:
+            preset, pretrain_steps, experience_steps, eval_every = "tiny", 4, 4, 1
+            adaptation_ks, freeze_at, lora_ranks, weight_decays = (0, 2), (2,), (1, 2), (0.0,)
+        return reproduce_episodic(
+            data=data,
+            output_dir=output_dir,
+            quick=quick,
+            seeds=tuple(seeds),
+            pretrain_steps=pretrain_steps,
+            experience_steps=experience_steps or 200,
+            preset=preset,
+            tracks=tuple(tracks),
+            episode_support=episode_support,
+            adaptation_ks=tuple(adaptation_ks),
+            freeze_at=tuple(freeze_at),
+            lora_ranks=tuple(lora_ranks),
+            weight_decays=tuple(weight_decays),
+            eval_every=eval_every,
+        )
+    experience_steps = experience_steps or 50
     splits = MnistSplits(data)
     if quick:
         preset, pretrain_steps, experience_steps = "tiny", 4, 4
     pretrain_steps = pretrain_steps or TRAINING_DEFAULTS["max_steps"]
-    if preset not in PRESETS:
-        raise ValueError(f"preset must be one of {list(PRESETS)}, got {preset!r}")
     make_config = getattr(EpmJepaConfig, preset)
     base_config = make_config(track="vanilla")
     data_args = EpmJepaDataArguments(data=data, eval_sequences=16 if quick else 256)

@@ -944,6 +944,7 @@ class EpmJepaModel(EpmJepaPreTrainedModel):
         pixel_values: torch.Tensor,
         update_experience: bool | None = None,
         return_dict: bool | None = None,
+        experience_pixel_values: torch.Tensor | None = None,
         **kwargs,
     ) -> EpmJepaOutput | BaseModelOutputWithPooling | tuple:
         r"""
@@ -958,7 +959,12 @@ class EpmJepaModel(EpmJepaPreTrainedModel):
             floating dtype is accepted and cast to the model's dtype; NaN or inf values, integer frames and an empty
             batch raise (`ValueError` / `TypeError`) before the gate or the buffer changes.
         update_experience (`bool`, *optional*):
-            Feed this batch to the surprisal gate (and, on an event, to the buffer). Defaults to `self.training`.
+            Feed this batch to the surprisal gate (and, on an event, to the buffer). Defaults to `self.training`, or
+            to False when `experience_pixel_values` is given.
+        experience_pixel_values (`torch.FloatTensor` of shape `(support, frames, num_channels, image_size, image_size)`, *optional*):
+            The episodic protocol (tracks B and C): empty the buffer, fill it with every transition of these
+            sequences (`warm_experience`, no gradient), then predict `pixel_values` with that experience. The buffer
+            then holds the current episode only, so the memory can tell the predictor the episode's dynamics.
         """
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         config = self.config
@@ -967,6 +973,18 @@ class EpmJepaModel(EpmJepaPreTrainedModel):
             output = BaseModelOutputWithPooling(last_hidden_state=latent[:, None], pooler_output=latent)
             return output if return_dict else output.to_tuple()
         pixel_values = self._check_frames(pixel_values, config.context_length + 1, "scoring a prediction")
+        if experience_pixel_values is not None:
+            if self.experience_buffer is None:
+                raise ValueError(
+                    f"experience_pixel_values needs an experience buffer; track {config.track!r} has none (use 'ei' or 'epm')"
+                )
+            # Checked before the reset, so bad experience frames leave the buffer as it was.
+            experience_pixel_values = self._check_frames(
+                experience_pixel_values, config.context_length + 1, "filling the buffer from experience_pixel_values"
+            )
+            self.experience_buffer.reset()
+            self.warm_experience(experience_pixel_values)
+            update_experience = False if update_experience is None else update_experience
         update_experience = self.training if update_experience is None else update_experience
         k = config.context_length
 
