@@ -122,7 +122,12 @@ def settling_bump(points: list[tuple[int, float]], freeze_at: int) -> dict[str, 
     if not later:
         raise ValueError(f"no D_shift measured after the freeze step {freeze_at}")
     step, worst = max(later, key=lambda point: point[1])
-    return {"freeze_at": freeze_at, "d_at_freeze": values[freeze_at], "bump": worst - values[freeze_at], "bump_step": step}
+    return {
+        "freeze_at": freeze_at,
+        "d_at_freeze": values[freeze_at],
+        "bump": worst - values[freeze_at],
+        "bump_step": step,
+    }
 
 
 __all__ = [

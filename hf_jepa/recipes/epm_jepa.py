@@ -171,6 +171,7 @@ class EpmJepaRecipe(Recipe):
         self._eval_pixels = eval_pixels
         self._episodic_eval = episodic_eval
         self._model: EpmJepaModel | None = None
+        self.state_at_freeze: dict[str, torch.Tensor] | None = None
         self._built = False
         self.history: list[dict] = []
         self._target_snapshot: list[torch.Tensor] | None = None
@@ -224,6 +225,8 @@ class EpmJepaRecipe(Recipe):
         freeze_at = self.data_args.freeze_lora_at
         if freeze_at and step == freeze_at and self._model is not None:
             freeze_lora(self._model)
+            # The weights at the freeze, so a run can show what stopped and what kept learning.
+            self.state_at_freeze = {k: v.detach().clone() for k, v in self._model.state_dict().items()}
         if self.episodic:
             episode = self.episodes.episode(batch_size, step, rank)
             batch = {"pixel_values": episode["pixel_values"]}

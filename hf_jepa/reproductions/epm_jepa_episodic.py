@@ -91,9 +91,7 @@ def settling_outcome(bumps: list[dict]) -> str:
     by a rise > max(0.005, 2% of D at the freeze); timing-independent when the bumps' spread is below half their mean."""
     if not bumps:
         return "not measured"
-    present = [
-        b["bump"] > max(BUMP_MIN_ABSOLUTE, EFFECT_THRESHOLD_PERCENT / 100 * b["d_at_freeze"]) for b in bumps
-    ]
+    present = [b["bump"] > max(BUMP_MIN_ABSOLUTE, EFFECT_THRESHOLD_PERCENT / 100 * b["d_at_freeze"]) for b in bumps]
     if not any(present):
         return "no settling transient (no rise after any freeze)"
     if not all(present):
@@ -157,11 +155,15 @@ def reproduce_episodic(
     for seed in progress(seeds, "EPM-JEPA episodic seeds"):
         base_dir = output_dir / f"seed{seed}" / "base"
         settings = {**TRAINING_DEFAULTS, "max_steps": pretrain_steps, "logging_steps": max(1, pretrain_steps // 10)}
-        recipe = EpmJepaRecipe(make_config(track="vanilla"), data_args, seed=seed, splits=splits, eval_pixels=eval_pixels)
+        recipe = EpmJepaRecipe(
+            make_config(track="vanilla"), data_args, seed=seed, splits=splits, eval_pixels=eval_pixels
+        )
         training_args = TrainingArguments(output_dir=str(base_dir), seed=seed, overwrite_output_dir=True, **settings)
         JepaTrainer(recipe, training_args).train()
 
-        def adapt(name: str, track: str, freeze: int = 0, weight_decay: float = 0.0, **config_overrides):
+        def adapt(
+            name: str, track: str, freeze: int = 0, weight_decay: float = 0.0, seed=seed, base_dir=base_dir, **overrides
+        ):
             adapt_args = EpmJepaDataArguments(
                 **{
                     **asdict(data_args),
@@ -173,7 +175,7 @@ def reproduce_episodic(
                 }
             )
             recipe = EpmJepaRecipe(
-                make_config(track=track, **config_overrides),
+                make_config(track=track, **overrides),
                 adapt_args,
                 seed=seed,
                 splits=splits,
@@ -302,7 +304,9 @@ def summarize_episodic(per_seed: list[dict], adaptation_ks) -> dict[str, Any]:
                 _mean(v[kind] for g, v in e["swap"].items() if g in unseen) for e in entries
             )
         gaps = [
-            percent_better(_mean(v["same"] for v in e["swap"].values()), _mean(v["different"] for v in e["swap"].values()))
+            percent_better(
+                _mean(v["same"] for v in e["swap"].values()), _mean(v["different"] for v in e["swap"].values())
+            )
             for e in entries
         ]
         stats["same_vs_different_percent"] = mean_and_std(gaps)
@@ -334,7 +338,9 @@ def summarize_episodic(per_seed: list[dict], adaptation_ks) -> dict[str, Any]:
         {
             "freeze_at": step,
             "bump": mean_and_std(f["bump"] for r in per_seed for f in r["freeze"] if f["freeze_at"] == step),
-            "d_at_freeze": mean_and_std(f["d_at_freeze"] for r in per_seed for f in r["freeze"] if f["freeze_at"] == step),
+            "d_at_freeze": mean_and_std(
+                f["d_at_freeze"] for r in per_seed for f in r["freeze"] if f["freeze_at"] == step
+            ),
         }
         for step in freeze_steps
     ]
@@ -346,9 +352,17 @@ def summarize_episodic(per_seed: list[dict], adaptation_ks) -> dict[str, Any]:
         {
             "lora_rank": rank,
             "weight_decay": decay,
-            "d_shift": mean_and_std(c["d_shift"] for r in per_seed for c in r["sweep"] if (c["lora_rank"], c["weight_decay"]) == (rank, decay)),
+            "d_shift": mean_and_std(
+                c["d_shift"]
+                for r in per_seed
+                for c in r["sweep"]
+                if (c["lora_rank"], c["weight_decay"]) == (rank, decay)
+            ),
             "sigma_embed": mean_and_std(
-                c["sigma_embed"] for r in per_seed for c in r["sweep"] if (c["lora_rank"], c["weight_decay"]) == (rank, decay)
+                c["sigma_embed"]
+                for r in per_seed
+                for c in r["sweep"]
+                if (c["lora_rank"], c["weight_decay"]) == (rank, decay)
             ),
         }
         for rank, decay in configs
@@ -412,7 +426,11 @@ def format_episodic_tables(summary: dict[str, Any]) -> str:
             f"{_fmt(stats['final_d_shift'])} | {_fmt(stats['post_peak_divergence'])} |"
         )
     if summary["freeze"]:
-        lines += ["", "| Track C, LoRA U/V frozen at n | D at freeze | settling bump (max rise after) |", "|---:|---:|---:|"]
+        lines += [
+            "",
+            "| Track C, LoRA U/V frozen at n | D at freeze | settling bump (max rise after) |",
+            "|---:|---:|---:|",
+        ]
         for freeze in summary["freeze"]:
             lines.append(f"| {freeze['freeze_at']} | {_fmt(freeze['d_at_freeze'])} | {_fmt(freeze['bump'])} |")
         lines.append(f"\nOutcome (paper: +0.021, independent of timing): {summary['settling_outcome']}")
