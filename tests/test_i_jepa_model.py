@@ -470,10 +470,23 @@ def test_full_size_vit_h16_on_the_meta_device():
 def test_init_rescales_output_projections_by_depth():
     """I-JEPA's fix_init_weight: block l's attention-output and fc2 weights are divided by sqrt(2 l)."""
     torch.manual_seed(0)
-    config = IJepaConfig.tiny(hidden_size=128, num_hidden_layers=4, intermediate_size=256, num_attention_heads=4)
+    config = IJepaConfig.tiny(
+        hidden_size=128, num_hidden_layers=4, intermediate_size=256, num_attention_heads=4, init_scheme="trunc_normal"
+    )
     model = IJepaModel(config)
     stds = [layer.mlp.fc2.weight.std().item() for layer in model.context_encoder.layers]
     for layer_id, std in enumerate(stds, start=1):
         assert math.isclose(std, 0.02 / math.sqrt(2 * layer_id), rel_tol=0.1), (layer_id, std)
     first_fc1 = model.context_encoder.layers[0].mlp.fc1.weight.std().item()
     assert math.isclose(first_fc1, 0.02, rel_tol=0.1)
+    # The small presets' Xavier-uniform: std sqrt(2 / (fan_in + fan_out)), the same depth rescale; the patch
+    # projection as a (hidden, C * p * p) linear layer.
+    torch.manual_seed(0)
+    xavier = IJepaModel(
+        IJepaConfig.tiny(hidden_size=128, num_hidden_layers=4, intermediate_size=256, num_attention_heads=4)
+    )
+    for layer_id, layer in enumerate(xavier.context_encoder.layers, start=1):
+        expected = math.sqrt(2.0 / (256 + 128)) / math.sqrt(2 * layer_id)
+        assert math.isclose(layer.mlp.fc2.weight.std().item(), expected, rel_tol=0.1), layer_id
+    projection = xavier.context_encoder.patch_embeddings.projection.weight
+    assert math.isclose(projection.std().item(), math.sqrt(2.0 / (128 + 49)), rel_tol=0.1)

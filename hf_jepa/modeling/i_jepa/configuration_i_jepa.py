@@ -5,6 +5,7 @@ import inspect
 from transformers import PretrainedConfig, ViTConfig
 
 LOSS_TYPES = ("smooth_l1", "mse")
+INIT_SCHEMES = ("trunc_normal", "xavier_uniform")
 IMAGENET_MEAN = [0.485, 0.456, 0.406]
 IMAGENET_STD = [0.229, 0.224, 0.225]
 MNIST_MEAN = [0.1307]
@@ -92,7 +93,12 @@ class IJepaConfig(PretrainedConfig):
         pixel_mean, pixel_std (`list[float]`): per-channel normalisation the model expects its `pixel_values` to have
             had (ImageNet statistics by default, MNIST's 0.1307 / 0.3081 in the MNIST presets). The model does not
             normalise: the data pipeline does.
-        initializer_range (`float`, *optional*, defaults to 0.02): std of the truncated-normal init of new weights.
+        initializer_range (`float`, *optional*, defaults to 0.02): std of the truncated-normal init of new weights
+            (and of the predictor's mask token).
+        init_scheme (`str`, *optional*, defaults to `"trunc_normal"`): init of linear and patch-embedding weights:
+            `"trunc_normal"` (I-JEPA's reference, std `initializer_range`, made for ViT-H's width) or
+            `"xavier_uniform"` (MAE's / the JAX ViT's; the `tiny` and `cpu_fast` presets use it: at width 128 with 4 x
+            4 patches std 0.02 starts the encoders as position-only maps and pre-training collapses).
     """
 
     model_type = "i_jepa"
@@ -117,6 +123,7 @@ class IJepaConfig(PretrainedConfig):
         pixel_mean: list | float | None = None,
         pixel_std: list | float | None = None,
         initializer_range: float = 0.02,
+        init_scheme: str = "trunc_normal",
         **kwargs,
     ):
         if backbone_config is None:
@@ -144,6 +151,7 @@ class IJepaConfig(PretrainedConfig):
         self.pixel_mean = _as_float_list(pixel_mean) if pixel_mean is not None else list(default_mean)
         self.pixel_std = _as_float_list(pixel_std) if pixel_std is not None else list(default_std)
         self.initializer_range = initializer_range
+        self.init_scheme = init_scheme
         super().__init__(**kwargs)
         self.validate()
 
@@ -209,6 +217,8 @@ class IJepaConfig(PretrainedConfig):
             if len(value) != 2 or not 0.0 < value[0] <= value[1] or (upper is not None and value[1] > upper):
                 bound = f"0 < min <= max <= {upper}" if upper is not None else "0 < min <= max"
                 raise ValueError(f"IJepaConfig.{field} must be [min, max] with {bound}, got {value!r}")
+        if self.init_scheme not in INIT_SCHEMES:
+            raise ValueError(f"IJepaConfig.init_scheme must be one of {INIT_SCHEMES}, got {self.init_scheme!r}")
         if self.loss_type not in LOSS_TYPES:
             raise ValueError(f"IJepaConfig.loss_type must be one of {LOSS_TYPES}, got {self.loss_type!r}")
         for field in ("ema_momentum", "ema_momentum_end"):
@@ -266,7 +276,13 @@ class IJepaConfig(PretrainedConfig):
             num_channels=1,
             layer_norm_eps=1e-6,
         )
-        fields = dict(predictor_hidden_size=16, predictor_num_layers=2, predictor_num_heads=2, ema_momentum=0.99)
+        fields = dict(
+            predictor_hidden_size=16,
+            predictor_num_layers=2,
+            predictor_num_heads=2,
+            ema_momentum=0.99,
+            init_scheme="xavier_uniform",
+        )
         return preset_config(cls, ViTConfig, vit_huge_config, backbone, fields, overrides)
 
     @classmethod
@@ -284,7 +300,13 @@ class IJepaConfig(PretrainedConfig):
             num_channels=1,
             layer_norm_eps=1e-6,
         )
-        fields = dict(predictor_hidden_size=64, predictor_num_layers=3, predictor_num_heads=4, ema_momentum=0.99)
+        fields = dict(
+            predictor_hidden_size=64,
+            predictor_num_layers=3,
+            predictor_num_heads=4,
+            ema_momentum=0.99,
+            init_scheme="xavier_uniform",
+        )
         return preset_config(cls, ViTConfig, vit_huge_config, backbone, fields, overrides)
 
     @classmethod

@@ -255,14 +255,26 @@ class IJepaPreTrainedModel(JepaHubMixin, PreTrainedModel):
     _supports_flash_attn = True
 
     def _init_weights(self, module):
-        """I-JEPA's init: truncated normal (std `initializer_range`) for linear and patch-embedding weights, zero
-        biases, unit LayerNorms, truncated-normal mask token; then each block's output projections (attention
-        output, second MLP layer) divided by `sqrt(2 * layer_id)` (the reference's `fix_init_weight`; children are
-        initialised before their parent, so the rescale sees the fresh weights). The fixed sin-cos tables are
-        non-persistent buffers, recomputed here so that they are right after `from_pretrained` too."""
+        """Weights by `config.init_scheme`, zero biases, unit LayerNorms, truncated-normal mask token (std
+        `initializer_range`); then each block's output projections (attention output, second MLP layer) divided by
+        `sqrt(2 * layer_id)` (the reference's `fix_init_weight`; children are initialised before their parent, so the
+        rescale sees the fresh weights). The fixed sin-cos tables are non-persistent buffers, recomputed here so that
+        they are right after `from_pretrained` too.
+
+        `"trunc_normal"` (I-JEPA's reference): truncated normal, std `initializer_range` (0.02), for linear and
+        patch-embedding weights. `"xavier_uniform"` (MAE's and the JAX ViT's init): Xavier-uniform for linear weights
+        and for the patch projection seen as a linear layer `(hidden, C * p * p)`. Std 0.02 suits ViT-H (width 1280,
+        where 1 / sqrt(fan_in) is ~0.03), but in a narrow ViT with small patches (cpu_fast: width 128, 4 x 4 patches)
+        it leaves every residual branch and the patch projection ~3-7x below fan-in scale: the encoders start as
+        position-only maps (pooled cosine 0.99 across images, effective rank 13 vs 27) and pre-training never
+        recovers content (pooled cosine -> 1.000, a linear probe below the untrained encoder's)."""
         std = self.config.initializer_range
+        xavier = self.config.init_scheme == "xavier_uniform"
         if isinstance(module, (nn.Linear, nn.Conv2d)):
-            init.trunc_normal_(module.weight, std=std)
+            if xavier:
+                init.xavier_uniform_(module.weight.view(module.weight.shape[0], -1))
+            else:
+                init.trunc_normal_(module.weight, std=std)
             if module.bias is not None:
                 init.zeros_(module.bias)
         elif isinstance(module, nn.LayerNorm):
