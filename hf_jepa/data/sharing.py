@@ -23,7 +23,6 @@ huggingface_hub) are imported inside the functions, so the CLI can list the kind
 from __future__ import annotations
 
 import dataclasses
-import importlib.resources
 import math
 import re
 import shlex
@@ -32,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..templates import read_template
 from .sources import EMBEDDED_DIGITS_LICENSE, MNIST_HUB_ID, MNIST_LICENSE
 
 __all__ = [
@@ -53,7 +53,6 @@ __all__ = [
 GENERATED_DATA_LICENSE = "apache-2.0"
 DATA_FOLDER = "data"
 TOKENIZER_FOLDER = "tokenizer"
-_TEMPLATE_PACKAGE = "hf_jepa.dataset_cards"
 
 
 def _check_counts(parameters, *names: str, minimum: int = 0) -> None:
@@ -347,22 +346,6 @@ def _reasoning(kind: str, p: _ReasoningParameters) -> SharedDataset:
 # ---------------------------------------------------------------------------------------------------- card
 
 
-def _template_text(name: str) -> str:
-    """A dataset card template: a resource of `hf_jepa.dataset_cards` (wheel installs), else the repository's
-    `dataset_cards/` folder (editable installs and source checkouts)."""
-    try:
-        candidate = importlib.resources.files(_TEMPLATE_PACKAGE).joinpath(name)
-        if candidate.is_file():
-            return candidate.read_text(encoding="utf-8")
-    except (ModuleNotFoundError, FileNotFoundError, NotADirectoryError, TypeError):
-        pass
-    package_dir = Path(__file__).resolve().parent.parent
-    for folder in (package_dir.parent / "dataset_cards", package_dir / "dataset_cards"):
-        if (folder / name).is_file():
-            return (folder / name).read_text(encoding="utf-8")
-    raise FileNotFoundError(f"dataset card template {name!r} not found (package {_TEMPLATE_PACKAGE} or dataset_cards/)")
-
-
 def _size_category(rows: int) -> str:
     for limit, label in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M")):
         if rows < limit:
@@ -427,7 +410,7 @@ def render_dataset_card(shared: SharedDataset, repo_id: str | None = None):
     }
     card = DatasetCard.from_template(
         card_data,
-        template_str=_template_text(_TEMPLATES[shared.kind]),
+        template_str=read_template("dataset_cards", _TEMPLATES[shared.kind]),
         kind=shared.kind,
         repo_id=repo_id,
         version=__version__,

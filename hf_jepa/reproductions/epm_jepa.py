@@ -2,8 +2,6 @@
 D_shift after n experience steps from one shared pretrained base per seed."""
 
 import logging
-import math
-import statistics
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -25,7 +23,7 @@ from ..recipes.epm_jepa import ADAPT_DEFAULTS, TRAINING_DEFAULTS, EpmJepaDataArg
 from ..recipes.family import PRESETS
 from ..trainers import JepaTrainer, TrainingArguments
 from .epm_jepa_episodic import reproduce_episodic
-from .result import ReproductionResult, mean_and_std
+from .result import ReproductionResult, mean_and_std, mean_history
 
 logger = logging.getLogger(__name__)
 
@@ -234,7 +232,7 @@ def reproduce_epm_jepa(
     result = ReproductionResult(FAMILY, summary, format_results_table(summary), output_dir)
     result.save(extra={"runs": runs})
     plot_world_model_diagnostics(
-        {TRACK_NAMES[t]: _mean_history(h) for t, h in histories.items()},
+        {TRACK_NAMES[t]: mean_history(h) for t, h in histories.items()},
         output_dir / "diagnostics.png",
         title=f"EPM-JEPA experience phase (mean over {len(seeds)} seeds)",
     )
@@ -251,29 +249,6 @@ def reproduce_epm_jepa(
         )
         card.save(str(run_dir / "README.md"))
     return result
-
-
-def _mean_history(histories: list[list[dict]]) -> list[dict]:
-    """Average log records of several seeds step by step (keys present in all of them)."""
-    by_step: dict[int, list[dict]] = {}
-    for history in histories:
-        for record in history:
-            by_step.setdefault(record["step"], []).append(record)
-    merged = []
-    for step in sorted(by_step):
-        records = by_step[step]
-        keys = set.intersection(*(set(r) for r in records)) - {"step"}
-        merged.append(
-            {
-                "step": step,
-                **{
-                    k: statistics.fmean(float(r[k]) for r in records)
-                    for k in keys
-                    if all(isinstance(r[k], (int, float)) and math.isfinite(r[k]) for r in records)
-                },
-            }
-        )
-    return merged
 
 
 __all__ = [

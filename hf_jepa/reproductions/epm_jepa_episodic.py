@@ -38,7 +38,7 @@ from ..recipes.epm_jepa import (
     build_eval_pixels,
 )
 from ..trainers import JepaTrainer, TrainingArguments
-from .result import ReproductionResult, mean_and_std
+from .result import ReproductionResult, mean_and_std, mean_history
 
 logger = logging.getLogger(__name__)
 
@@ -259,7 +259,7 @@ def reproduce_episodic(
     result = ReproductionResult("epm-jepa", summary, format_episodic_tables(summary), output_dir)
     result.save(extra={"per_seed": per_seed})
     plot_world_model_diagnostics(
-        {name: _mean_history(h) for name, h in histories.items()},
+        {name: mean_history(h) for name, h in histories.items()},
         output_dir / "diagnostics.png",
         title=f"EPM-JEPA episodic protocol (mean over {len(seeds)} seeds)",
     )
@@ -271,20 +271,6 @@ def reproduce_episodic(
 def _mean(values) -> float:
     values = list(values)
     return sum(values) / len(values)
-
-
-def _mean_history(histories: list[list[dict]]) -> list[dict]:
-    by_step: dict[int, list[dict]] = {}
-    for history in histories:
-        for record in history:
-            by_step.setdefault(record["step"], []).append(record)
-    merged = []
-    for step in sorted(by_step):
-        records = by_step[step]
-        keys = set.intersection(*(set(r) for r in records)) - {"step"}
-        numeric = [k for k in keys if all(isinstance(r[k], (int, float)) for r in records)]
-        merged.append({"step": step, **{k: statistics.fmean(float(r[k]) for r in records) for k in numeric}})
-    return merged
 
 
 def summarize_episodic(per_seed: list[dict], adaptation_ks) -> dict[str, Any]:

@@ -36,3 +36,26 @@ def mean_and_std(values: Iterable) -> tuple[float, float] | None:
     if not finite:
         return None
     return statistics.fmean(finite), (statistics.stdev(finite) if len(finite) > 1 else 0.0)
+
+
+def mean_history(histories: list[list[dict]]) -> list[dict]:
+    """Average log records of several seeds step by step (keys present in all of them)."""
+    by_step: dict[int, list[dict]] = {}
+    for history in histories:
+        for record in history:
+            by_step.setdefault(record["step"], []).append(record)
+    merged = []
+    for step in sorted(by_step):
+        records = by_step[step]
+        keys = set.intersection(*(set(r) for r in records)) - {"step"}
+        merged.append(
+            {
+                "step": step,
+                **{
+                    k: statistics.fmean(float(r[k]) for r in records)
+                    for k in keys
+                    if all(isinstance(r[k], (int, float)) and math.isfinite(r[k]) for r in records)
+                },
+            }
+        )
+    return merged
