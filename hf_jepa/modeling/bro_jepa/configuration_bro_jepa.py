@@ -193,9 +193,20 @@ class BroJepaConfig(PretrainedConfig):
 
     @classmethod
     def cpu_fast(cls, **overrides) -> "BroJepaConfig":
-        """Small CNN preset for a 2-core CPU: trained for ~1.5k steps, the EMA target must follow faster than I-JEPA's
-        0.996 (tuned for hundreds of epochs), so the momentum starts at 0.99."""
-        kwargs = dict(encoder_type="cnn", cnn_channels=[32, 64, 128], latent_dim=64, ema_momentum=0.99)
+        """Small CNN preset for a 2-core CPU (99% zero-shot in 600 steps, see `benchmarks/time_to_accuracy.py`):
+        stride-2 convs 32-64-128 (28 -> 14 -> 7 -> 4; ~5x cheaper steps than max-pooling between full-resolution
+        convs, same accuracy per step) and a 256-wide hidden layer before the latent (99.06% instead of 98.28% zero-shot
+        after 600 steps). Trained for hundreds of steps, not I-JEPA's hundreds of epochs, the EMA target must follow
+        faster than I-JEPA's 0.996 -> 1.0: a constant 0.99 (97.8% vs 96.3% with 0.99 -> 1.0 after 600 steps)."""
+        kwargs = dict(
+            encoder_type="cnn",
+            cnn_channels=[32, 64, 128],
+            cnn_downsampling="stride",
+            cnn_hidden_size=256,
+            latent_dim=64,
+            ema_momentum=0.99,
+            ema_momentum_end=0.99,
+        )
         kwargs.update(overrides)
         return cls(**kwargs)
 
