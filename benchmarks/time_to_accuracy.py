@@ -1,8 +1,8 @@
 """BRo-JEPA time to accuracy: zero-shot accuracy vs seconds of training, `hf-jepa train bro-jepa` against the plain
 single-file reference (`bro_reference.py`), measured in the same run.
 
-Each system is trained `--repeats` times, the systems interleaved (A B A B ...) so that a change in the machine's load
-hits both alike. Every run is evaluated at several checkpoints with hf_jepa's protocol (prototypes from all training
+Each system is trained `--repeats` times (repeat r with seed `--seed` + r), the systems interleaved (A B A B ...) so
+that a change in the machine's load hits both alike. Every run is evaluated at several checkpoints with hf_jepa's protocol (prototypes from all training
 images, all test images, zero-shot = mean over the unseen ops +-2..+-9); evaluation time is kept off the training
 clock. The hf-jepa runs go through `JepaTrainer` with the family's defaults (`TRAINING_DEFAULTS` and the cpu_fast
 preset) unless `--hf-set` overrides them, so the clock includes the trainer's own per-step work; the checkpoints are
@@ -55,8 +55,9 @@ class _CheckpointedRecipe(BroJepaRecipe):
         metrics = evaluate_modular_arithmetic(model, pixels, self.splits.test_labels)
         model.train(was_training)
         # elapsed_s was taken before this call; earlier evaluations are inside it and come off the clock.
-        self.rows.append((record["elapsed_s"] - self.eval_seconds, step, metrics["zero_shot_accuracy"],
-                          metrics["seen_accuracy"]))
+        self.rows.append(
+            (record["elapsed_s"] - self.eval_seconds, step, metrics["zero_shot_accuracy"], metrics["seen_accuracy"])
+        )
         self.eval_seconds += time.perf_counter() - start
         return {}
 
@@ -74,16 +75,26 @@ def run_hf_jepa(splits, overrides, seed=0, fractions=CHECKPOINT_FRACTIONS):
     steps; returns `[(train_seconds, step, zero_shot, seen), ...]`."""
     train_keys = set(TrainingArguments.__dataclass_fields__)
     train = {**FAMILY.training_defaults, **{k: v for k, v in overrides.items() if k in train_keys}}
-    model = {k: v for k, v in overrides.items() if k not in train_keys}
+    data_keys = set(BroJepaDataArguments.__dataclass_fields__)
+    data = {k: v for k, v in overrides.items() if k in data_keys}
+    model = {k: v for k, v in overrides.items() if k not in train_keys | data_keys}
     steps = train["max_steps"]
     eval_steps = sorted({max(1, round(f * steps)) for f in fractions})
     with tempfile.TemporaryDirectory() as output_dir:
         args = TrainingArguments(
-            **train, output_dir=output_dir, overwrite_output_dir=True, disable_progress_bar=True, save_model=False,
-            logging_steps=min(eval_steps) if len(eval_steps) == 1 else _gcd(eval_steps), seed=seed,
+            **train,
+            output_dir=output_dir,
+            overwrite_output_dir=True,
+            disable_progress_bar=True,
+            save_model=False,
+            logging_steps=min(eval_steps) if len(eval_steps) == 1 else _gcd(eval_steps),
+            seed=seed,
         )
         recipe = _CheckpointedRecipe(
-            FAMILY.make_config(**model), BroJepaDataArguments(plot=False), seed=seed, splits=splits,
+            FAMILY.make_config(**model),
+            BroJepaDataArguments(**{**data, "plot": False}),
+            seed=seed,
+            splits=splits,
             eval_steps=eval_steps,
         )
         JepaTrainer(recipe, args).train()
@@ -154,9 +165,10 @@ def main():
     parser.add_argument("--data", default=str(default) if default.exists() else "embedded")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--reference-seconds", type=float, default=40.0, help="training seconds of each reference run")
+    parser.add_argument("--reference-seconds", type=float, default=80.0, help="training seconds of each reference run")
     parser.add_argument("--hf-set", nargs="*", default=[], metavar="KEY=VALUE", help="overrides of the hf-jepa run")
     parser.add_argument("--systems", nargs="+", default=["hf-jepa", "reference"], choices=["hf-jepa", "reference"])
+    parser.add_argument("--seed", type=int, default=0, help="seed of the first repeat (repeat r uses seed + r)")
     parser.add_argument("--label", default="", help="suffix of the report's file names")
     parser.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "reports"))
     args = parser.parse_args()
@@ -167,7 +179,12 @@ def main():
     results = {name: [] for name in args.systems}
     for repeat in range(args.repeats):
         for name in args.systems:
-            rows = run_hf_jepa(splits, overrides) if name == "hf-jepa" else run_reference(splits, args.reference_seconds)
+            seed = args.seed + repeat  # the spread covers the seed as well as the machine
+            rows = (
+                run_hf_jepa(splits, overrides, seed=seed)
+                if name == "hf-jepa"
+                else run_reference(splits, args.reference_seconds, seed=seed)
+            )
             results[name].append(rows)
             print(name, repeat, [(round(t, 1), s, round(100 * a, 2)) for t, s, a, _ in rows], flush=True)
     load_end = os.getloadavg()
