@@ -161,7 +161,11 @@ class BroJepaConfig(PretrainedConfig):
             )
         if not isinstance(self.modulus, int) or self.modulus < 2:
             raise ValueError(f"BroJepaConfig.modulus must be an integer >= 2, got {self.modulus!r}")
-        if not isinstance(self.cnn_hidden_size, int) or isinstance(self.cnn_hidden_size, bool) or self.cnn_hidden_size < 0:
+        if (
+            not isinstance(self.cnn_hidden_size, int)
+            or isinstance(self.cnn_hidden_size, bool)
+            or self.cnn_hidden_size < 0
+        ):
             raise ValueError(f"BroJepaConfig.cnn_hidden_size must be an integer >= 0, got {self.cnn_hidden_size!r}")
         for field in ("mlp_hidden_sizes", "cnn_channels"):
             sizes = getattr(self, field)
