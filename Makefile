@@ -36,6 +36,7 @@ test-reliability: $(STAMP)
 	$(OFFLINE) OMP_NUM_THREADS=1 $(PY) -m pytest -q -m reliability
 
 benchmark: $(STAMP)
+	$(OFFLINE) $(PY) benchmarks/time_to_accuracy.py
 	$(OFFLINE) $(PY) benchmarks/bench_bro_jepa.py
 	$(OFFLINE) $(PY) benchmarks/bench_epm_jepa.py
 	$(OFFLINE) $(PY) benchmarks/bench_t_jepa.py

@@ -38,15 +38,15 @@ def test_mfr_reaches_99_percent_zero_shot_on_mnist(tmp_path):
     assert min(metrics["accuracy_per_operation"].values()) >= 0.985, metrics
 
 
-# Thresholds of the short run per data source: (seen, zero-shot mean, worst unseen op). Measured with seed 0:
-# real MNIST 98.1% seen, 80.7% zero-shot mean; embedded digits (359 test images) 99.0% seen, 98.8% zero-shot mean,
-# worst unseen op 97.8%.
-SHORT_RUN_THRESHOLDS = {True: (0.95, 0.70, 0.30), False: (0.95, 0.90, 0.85)}
+# Thresholds of the short run per data source: (seen, zero-shot mean, worst unseen op). Measured with seed 0 (cpu_fast
+# with stride-2 convs and lr 4e-3): real MNIST 98.5% seen, 98.2% zero-shot mean, worst unseen op 97.8%; embedded digits
+# (359 test images) 98.6% seen, 98.4% zero-shot mean, worst unseen op 97.2%.
+SHORT_RUN_THRESHOLDS = {True: (0.97, 0.95, 0.93), False: (0.95, 0.95, 0.92)}
 
 
 def test_short_mfr_run_generalises_zero_shot(digits_splits, tmp_path):
-    """300 steps (~45 s on real MNIST) on ops +-1 only: every unseen op is predicted far above chance (10%), on the
-    real MNIST when present, else on the embedded digits (the full 1,500-step MNIST run reaches 99.2%)."""
+    """300 steps (~25 s on one busy core on real MNIST) on ops +-1 only: every unseen op is predicted zero-shot, on the
+    real MNIST when present, else on the embedded digits (the default 600-step MNIST run reaches 99.0-99.1%)."""
     metrics = _train(tmp_path, 300, splits=digits_splits.splits, rotation_frequencies="multi")
     seen, zero_shot, worst = SHORT_RUN_THRESHOLDS[digits_splits.real]
     assert metrics["seen_accuracy"] >= seen, (digits_splits.name, metrics)

@@ -29,5 +29,21 @@ def warmup_cosine_lambda(warmup_steps: int, total_steps: int, min_lr_ratio: floa
     return multiplier
 
 
+FUSED_ADAMW_DEVICES = ("cpu", "cuda")
+
+
+def _fused_supported(parameters: list[torch.Tensor]) -> bool:
+    """Whether torch's fused AdamW kernel takes every parameter: plain floating tensors on a CPU or CUDA device
+    (sharded DTensor parameters keep the default implementation)."""
+    return bool(parameters) and all(
+        type(p.data) is torch.Tensor and p.is_floating_point() and p.device.type in FUSED_ADAMW_DEVICES
+        for p in parameters
+    )
+
+
 def build_optimizer(model: nn.Module, learning_rate: float, weight_decay: float, betas=(0.9, 0.999)):
-    return torch.optim.AdamW(parameter_groups(model, weight_decay), lr=learning_rate, betas=betas)
+    """AdamW over `parameter_groups`. The fused kernel where it applies: on a CPU, torch's default is a Python loop
+    over the tensors, and one fused call makes the optimiser step ~2.8x faster (cpu_fast BRo-JEPA: 2.65 -> 0.94 ms)."""
+    groups = parameter_groups(model, weight_decay)
+    fused = _fused_supported([p for group in groups for p in group["params"]])
+    return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, fused=fused or None)

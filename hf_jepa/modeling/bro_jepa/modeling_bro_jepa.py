@@ -68,29 +68,43 @@ class BroJepaMlpEncoder(nn.Module):
         return self.projection(self.layers(pixel_values))
 
 
-def _conv_bn_relu(in_channels, out_channels):
+def _conv_bn_relu(in_channels, out_channels, stride=1):
     return [
-        nn.Conv2d(in_channels, out_channels, 3, padding=1, bias=False),
+        nn.Conv2d(in_channels, out_channels, 3, stride=stride, padding=1, bias=False),
         nn.BatchNorm2d(out_channels),
         nn.ReLU(inplace=True),
     ]
 
 
 class BroJepaCnnEncoder(nn.Module):
-    """Stages of 3x3 conv + BN + ReLU with 2x max-pooling between them, then a linear projection of the flattened
-    feature map (keeping where strokes are, which global pooling would discard)."""
+    """Stages of 3x3 conv + BN + ReLU, halving the resolution with 2x max-pooling between them or with stride-2 convs
+    (`config.cnn_downsampling`), then a projection of the flattened feature map (keeping where strokes are, which
+    global pooling would discard): linear, or with a hidden layer (`config.cnn_hidden_size`)."""
 
     def __init__(self, config: BroJepaConfig):
         super().__init__()
         layers, width, side = [], config.num_channels, config.image_size
+        strided = config.cnn_downsampling == "stride"
         for index, channels in enumerate(config.cnn_channels):
-            if index > 0:
+            if strided:
+                side = (side + 1) // 2  # 3x3, padding 1, stride 2
+            elif index > 0:
                 layers.append(nn.MaxPool2d(2))
                 side //= 2
-            layers += _conv_bn_relu(width, channels)
+            layers += _conv_bn_relu(width, channels, stride=2 if strided else 1)
             width = channels
         self.layers = nn.Sequential(*layers, nn.Flatten())
-        self.projection = nn.Linear(width * side * side, config.latent_dim)
+        hidden = config.cnn_hidden_size
+        self.projection = (
+            nn.Sequential(
+                nn.Linear(width * side * side, hidden),
+                nn.BatchNorm1d(hidden),
+                nn.ReLU(inplace=True),
+                nn.Linear(hidden, config.latent_dim),
+            )
+            if hidden
+            else nn.Linear(width * side * side, config.latent_dim)
+        )
 
     def forward(self, pixel_values):
         return self.projection(self.layers(pixel_values))
