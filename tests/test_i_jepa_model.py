@@ -136,7 +136,7 @@ def test_presets_and_defaults(tmp_path):
         fast.backbone_config.num_attention_heads,
         fast.backbone_config.intermediate_size,
     ) == (7, 128, 4, 4, 512)
-    assert (fast.predictor_num_layers, fast.ema_momentum) == (3, 0.99)
+    assert (fast.predictor_num_layers, fast.ema_momentum, fast.loss_type) == (3, 0.996, "mse")
 
     # tuples are stored as lists; a dict backbone is accepted; the config round-trips through JSON
     config = IJepaConfig.tiny(target_scale=(0.1, 0.3))
@@ -479,14 +479,33 @@ def test_init_rescales_output_projections_by_depth():
         assert math.isclose(std, 0.02 / math.sqrt(2 * layer_id), rel_tol=0.1), (layer_id, std)
     first_fc1 = model.context_encoder.layers[0].mlp.fc1.weight.std().item()
     assert math.isclose(first_fc1, 0.02, rel_tol=0.1)
-    # The small presets' Xavier-uniform: std sqrt(2 / (fan_in + fan_out)), the same depth rescale; the patch
-    # projection as a (hidden, C * p * p) linear layer.
+    # Xavier-uniform: std sqrt(2 / (fan_in + fan_out)), the same depth rescale; the patch projection as a
+    # (hidden, C * p * p) linear layer.
     torch.manual_seed(0)
     xavier = IJepaModel(
-        IJepaConfig.tiny(hidden_size=128, num_hidden_layers=4, intermediate_size=256, num_attention_heads=4)
+        IJepaConfig.tiny(
+            hidden_size=128,
+            num_hidden_layers=4,
+            intermediate_size=256,
+            num_attention_heads=4,
+            init_scheme="xavier_uniform",
+        )
     )
     for layer_id, layer in enumerate(xavier.context_encoder.layers, start=1):
         expected = math.sqrt(2.0 / (256 + 128)) / math.sqrt(2 * layer_id)
         assert math.isclose(layer.mlp.fc2.weight.std().item(), expected, rel_tol=0.1), layer_id
     projection = xavier.context_encoder.patch_embeddings.projection.weight
     assert math.isclose(projection.std().item(), math.sqrt(2.0 / (128 + 49)), rel_tol=0.1)
+    # The small presets' PyTorch default: weights and biases U(+-1 / sqrt(fan_in)) (std 1 / sqrt(3 fan_in)), the same
+    # depth rescale on the weights.
+    torch.manual_seed(0)
+    default = IJepaModel(
+        IJepaConfig.tiny(hidden_size=128, num_hidden_layers=4, intermediate_size=256, num_attention_heads=4)
+    )
+    for layer_id, layer in enumerate(default.context_encoder.layers, start=1):
+        expected = 1.0 / math.sqrt(3 * 256) / math.sqrt(2 * layer_id)
+        assert math.isclose(layer.mlp.fc2.weight.std().item(), expected, rel_tol=0.1), layer_id
+        assert 0 < layer.mlp.fc2.bias.abs().max().item() <= 1.0 / math.sqrt(256)
+    projection = default.context_encoder.patch_embeddings.projection
+    assert math.isclose(projection.weight.std().item(), 1.0 / math.sqrt(3 * 49), rel_tol=0.1)
+    assert 0 < projection.bias.abs().max().item() <= 1.0 / 7

@@ -92,6 +92,7 @@ _PARADOX_KNOWN_KEYS = {
     "cosine_variance",
     "embedding_std",
     "probe_accuracy",
+    "probe_accuracy_untrained",
     "retrieval_recall_at_1",
     "retrieval_recall_at_10",
     "irreducible_variance",
@@ -142,6 +143,7 @@ def paradox_result_rows(metrics: Mapping[str, Any], image: bool) -> list[tuple[s
     probe_task = "digit classification" if image else "topic classification"
     for key, name in (
         ("probe_accuracy", f"Linear-probe accuracy ({probe_task})"),
+        ("probe_accuracy_untrained", f"Linear-probe accuracy of the untrained encoder ({probe_task})"),
         ("retrieval_recall_at_1", "Retrieval recall@1 (next sentence)" if not image else "Retrieval recall@1"),
         ("retrieval_recall_at_10", "Retrieval recall@10 (next sentence)" if not image else "Retrieval recall@10"),
     ):

@@ -255,28 +255,35 @@ class IJepaPreTrainedModel(JepaHubMixin, PreTrainedModel):
     _supports_flash_attn = True
 
     def _init_weights(self, module):
-        """Weights by `config.init_scheme`, zero biases, unit LayerNorms, truncated-normal mask token (std
+        """Weights (and biases) by `config.init_scheme`, unit LayerNorms, truncated-normal mask token (std
         `initializer_range`); then each block's output projections (attention output, second MLP layer) divided by
         `sqrt(2 * layer_id)` (the reference's `fix_init_weight`; children are initialised before their parent, so the
         rescale sees the fresh weights). The fixed sin-cos tables are non-persistent buffers, recomputed here so that
         they are right after `from_pretrained` too.
 
-        `"trunc_normal"` (I-JEPA's reference): truncated normal, std `initializer_range` (0.02), for linear and
-        patch-embedding weights. `"xavier_uniform"` (MAE's and the JAX ViT's init): Xavier-uniform for linear weights
-        and for the patch projection seen as a linear layer `(hidden, C * p * p)`. Std 0.02 suits ViT-H (width 1280,
-        where 1 / sqrt(fan_in) is ~0.03), but in a narrow ViT with small patches (cpu_fast: width 128, 4 x 4 patches)
-        it leaves every residual branch and the patch projection ~3-7x below fan-in scale: the encoders start as
-        position-only maps (pooled cosine 0.99 across images, effective rank 13 vs 27) and pre-training never
-        recovers content (pooled cosine -> 1.000, a linear probe below the untrained encoder's)."""
+        `"trunc_normal"` (I-JEPA's reference): truncated normal, std `initializer_range` (0.02), zero biases.
+        `"xavier_uniform"` (MAE's): Xavier-uniform, zero biases. `"pytorch_default"` (`nn.Linear`'s own
+        `reset_parameters`): weights and biases U(+-1 / sqrt(fan_in)). Convolutions count as the linear layer
+        `(hidden, C * p * p)`. Std 0.02 suits ViT-H (width 1280) but leaves a 128-wide ViT with 4 x 4 patches
+        position-only (pre-training collapses); Xavier's fan-average scale (the separate 128 x 128 q/k/v and the
+        MLP's down-projection start 1.7-2.2x above fan-in scale) trains to easy targets and falling rank; the fan-in
+        scale trains healthily (the small presets use it; docs/i_jepa_health.md)."""
         std = self.config.initializer_range
-        xavier = self.config.init_scheme == "xavier_uniform"
+        scheme = self.config.init_scheme
         if isinstance(module, (nn.Linear, nn.Conv2d)):
-            if xavier:
-                init.xavier_uniform_(module.weight.view(module.weight.shape[0], -1))
+            weight = module.weight.view(module.weight.shape[0], -1)  # conv as the linear layer (out, C * p * p)
+            if scheme == "pytorch_default":
+                bound = 1.0 / math.sqrt(weight.shape[1])
+                init.kaiming_uniform_(weight, a=math.sqrt(5))  # U(+-1 / sqrt(fan_in)), nn.Linear's reset_parameters
+                if module.bias is not None:
+                    init.uniform_(module.bias, -bound, bound)
             else:
-                init.trunc_normal_(module.weight, std=std)
-            if module.bias is not None:
-                init.zeros_(module.bias)
+                if scheme == "xavier_uniform":
+                    init.xavier_uniform_(weight)
+                else:
+                    init.trunc_normal_(module.weight, std=std)
+                if module.bias is not None:
+                    init.zeros_(module.bias)
         elif isinstance(module, nn.LayerNorm):
             init.ones_(module.weight)
             init.zeros_(module.bias)
