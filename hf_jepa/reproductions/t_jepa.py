@@ -10,7 +10,7 @@ import torch
 
 from ..data import MnistSplits
 from ..data.text import TextData
-from ..metrics.collapse import plot_failure_signature
+from ..metrics.collapse import plot_failure_signature, plot_seed_bands
 from ..modeling.i_jepa import IJepaConfig
 from ..modeling.t_jepa import TJepaConfig, TJepaModel
 from ..paper_figures import T_JEPA_COLLAPSED_VAL_RANK, T_JEPA_DIVERGENCE_STEP, T_JEPA_MI_CEILING_NATS
@@ -42,7 +42,8 @@ def reproduce_t_jepa(
     quick: bool = False,
     seeds: tuple[int, ...] = (0,),
     steps: int | None = None,
-    ambiguities: tuple[int, ...] = (1, 4, 16),
+    image_steps: int | None = None,
+    ambiguities: tuple[int, ...] = (1, 4, 16, 64),
     objectives: tuple[str, ...] = BASELINE_OBJECTIVES,
     mnist: str | None = None,
 ) -> ReproductionResult:
@@ -53,32 +54,35 @@ def reproduce_t_jepa(
        Barlow Twins and BYOL (and an untrained encoder), all on the same backbone, data and steps;
     3. the ambiguity sweep: T-JEPA on the synthetic corpus with 1..K valid completions per masked span.
 
-    `data`: the text source (default embedded); `mnist`: the MNIST source of I-JEPA. `quick=True`: tiny models, a
-    few steps (a smoke run, not a result). Writes `results.json`, `results.md`, `failure_signature.png`,
-    `ambiguity_sweep.png` under `output_dir`.
+    `data`: the text source (default embedded); `mnist`: the MNIST source of I-JEPA. `steps`: the text runs' steps
+    (T-JEPA, baselines, ambiguity sweep; default `hf-jepa train t-jepa`'s); `image_steps`: I-JEPA's (default
+    `hf-jepa train i-jepa`'s: it needs ~4x more steps than the text runs to leave its early near-collapse).
+    `objectives=()` skips the baselines. `quick=True`: tiny models, a few steps (a smoke run, not a result). Writes
+    `results.json`, `results.md`, `failure_signature.png` (first seed, with the detected events),
+    `failure_signature_seeds.png` and `ambiguity_sweep.png` (mean +- std across seeds) under `output_dir`.
     """
     output_dir = Path(output_dir or "outputs/reproduce-t-jepa")
     max_steps = 6 if quick else (steps or TRAINING_DEFAULTS["max_steps"])
+    max_image_steps = 6 if quick else (image_steps or I_JEPA_TRAINING_DEFAULTS["max_steps"])
     text_preset = TJepaConfig.tiny if quick else TJepaConfig.cpu_fast
     image_preset = IJepaConfig.tiny if quick else IJepaConfig.cpu_fast
     vocab = text_preset().backbone_config.vocab_size
     text = TextData(data, vocab_size=vocab)
     splits = MnistSplits(mnist)
     rows: dict[str, list[dict]] = {}
-    records: dict[str, list[dict]] = {}
+    records: dict[str, list[list[dict]]] = {}  # run name -> one list of log records per seed
 
-    def run(recipe, name, seed, defaults):
-        settings = {**defaults, "max_steps": max_steps, "logging_steps": max(1, max_steps // 10)}
+    def run(recipe, name, seed, defaults, run_steps=max_steps, logs_per_run=10):
+        settings = {**defaults, "max_steps": run_steps, "logging_steps": max(1, run_steps // logs_per_run)}
         if quick:
             settings.update(per_device_batch_size=8, warmup_steps=0, mixed_precision="no")
         args = TrainingArguments(
             output_dir=str(output_dir / f"seed{seed}" / name), seed=seed, overwrite_output_dir=True, **settings
         )
-        logger.info("T-JEPA reproduction, seed %d: %s (%d steps)", seed, name, max_steps)
+        logger.info("T-JEPA reproduction, seed %d: %s (%d steps)", seed, name, run_steps)
         result = JepaTrainer(recipe, args).train()
         rows.setdefault(name, []).append({**result.metrics, "seed": seed})
-        if seed == seeds[0]:
-            records[name] = recipe.records
+        records.setdefault(name, []).append(recipe.records)
         return result
 
     for seed in progress(seeds, "T-JEPA reproduction seeds"):
@@ -87,7 +91,14 @@ def reproduce_t_jepa(
         image_args = IJepaDataArguments(
             data=mnist, diagnostics_images=64 if quick else 256, probe_images=500 if quick else 5000
         )
-        run(IJepaRecipe(image_preset(), image_args, seed=seed, splits=splits), "i-jepa", seed, I_JEPA_TRAINING_DEFAULTS)
+        run(
+            IJepaRecipe(image_preset(), image_args, seed=seed, splits=splits),
+            "i-jepa",
+            seed,
+            I_JEPA_TRAINING_DEFAULTS,
+            run_steps=max_image_steps,
+            logs_per_run=16,
+        )
         for objective in objectives:
             run(
                 TJepaRecipe(text_preset(objective=objective), data_args, seed=seed, text=text),
@@ -115,6 +126,7 @@ def reproduce_t_jepa(
         rows,
         seeds=list(seeds),
         steps=max_steps,
+        image_steps=max_image_steps,
         quick=quick,
         text_source=text.source,
         image_source=splits.source,
@@ -123,17 +135,24 @@ def reproduce_t_jepa(
     )
     output_dir.mkdir(parents=True, exist_ok=True)
     plot_failure_signature(
-        {"T-JEPA (text)": records["t-jepa"], "I-JEPA (MNIST)": records["i-jepa"]},
+        {"T-JEPA (text)": records["t-jepa"][0], "I-JEPA (MNIST)": records["i-jepa"][0]},
         output_dir / "failure_signature.png",
-        title="T-JEPA vs I-JEPA diagnostics over training",
+        title=f"T-JEPA vs I-JEPA diagnostics over training (seed {seeds[0]})",
     )
-    plot_failure_signature(
-        {f"ambiguity {k}": records[f"ambiguity-{k}"] for k in ambiguities},
-        output_dir / "ambiguity_sweep.png",
-        title="T-JEPA on the synthetic ambiguity corpus",
+    plot_seed_bands(
+        {"T-JEPA (text)": records["t-jepa"], "I-JEPA (MNIST)": records["i-jepa"]},
+        output_dir / "failure_signature_seeds.png",
+        title=f"T-JEPA ({max_steps} steps) vs I-JEPA ({max_image_steps} steps), seeds {list(seeds)}",
+        one_column_per_run=True,
     )
+    if ambiguities:
+        plot_seed_bands(
+            {f"K = {k}": records[f"ambiguity-{k}"] for k in ambiguities},
+            output_dir / "ambiguity_sweep.png",
+            title=f"T-JEPA on the synthetic ambiguity corpus ({max_steps} steps), seeds {list(seeds)}",
+        )
     result = ReproductionResult(FAMILY, summary, format_t_jepa_tables(summary), output_dir)
-    result.save(extra={"runs": rows})
+    result.save(extra={"runs": rows, "records": records})
     return result
 
 
@@ -161,8 +180,8 @@ def format_t_jepa_tables(summary: dict[str, Any]) -> str:
         return ", ".join("none" if v is None else str(v) for v in values) or "n/a"
 
     lines = [
-        f"Diagnostics at the end of training ({summary.get('steps')} steps, mean +- std over {n} seed(s)); "
-        "event steps per seed.",
+        f"Diagnostics at the end of training (T-JEPA {summary.get('steps')} steps, I-JEPA "
+        f"{summary.get('image_steps')} steps; mean +- std over {n} seed(s)); event steps per seed.",
         "",
         "| Model | MI proxy (nats) | max MI | val effective rank | val cosine mean | MI saturation | loss divergence | rank collapse |",
         "|---|---:|---:|---:|---:|---|---|---|",
@@ -174,6 +193,12 @@ def format_t_jepa_tables(summary: dict[str, Any]) -> str:
                 f"{get(name, 'cosine_mean')} | {steps(name, 'mi_saturation_step')} | "
                 f"{steps(name, 'divergence_step')} | {steps(name, 'rank_collapse_step')} |"
             )
+    if "i-jepa" in runs and runs["i-jepa"].get("probe_accuracy"):
+        lines += [
+            "",
+            f"I-JEPA linear probe on MNIST: {get('i-jepa', 'probe_accuracy', percent=True, digits=1)} trained vs "
+            f"{get('i-jepa', 'probe_accuracy_untrained', percent=True, digits=1)} for the same encoder untrained.",
+        ]
     lines += [
         "",
         "| Encoder (same backbone, data, steps) | topic probe accuracy | retrieval R@1 | retrieval R@10 | val effective rank |",

@@ -48,7 +48,7 @@ from .measures import (
     mi_proxy,
     mi_proxy_details,
 )
-from .plots import plot_failure_signature
+from .plots import plot_failure_signature, plot_seed_bands
 from .watchdog import CollapseDiagnostics, CollapseWatchdog
 
 __all__ = [
@@ -67,4 +67,5 @@ __all__ = [
     "mi_proxy_details",
     "moving_average",
     "plot_failure_signature",
+    "plot_seed_bands",
 ]

@@ -100,3 +100,68 @@ def plot_failure_signature(
     figure.suptitle(f"{title}\n{summary}", fontsize=10)
     figure.tight_layout(rect=(0, 0.04, 1, 1))
     return save_figure(figure, path)
+
+
+_BAND_PANELS = (
+    ("mi_proxy", "MI proxy (nats)"),
+    ("effective_rank", "effective rank (RankMe)"),
+    ("cosine_mean", "mean pairwise cosine"),
+    ("loss", "loss"),
+)
+
+
+def _seed_band(histories: Sequence[DiagnosticsHistory], key: str) -> tuple[list[int], list[float], list[float]]:
+    """Steps every seed logged `key` at, with the mean and the sample std (0 for one seed) across seeds there."""
+    series = [dict(zip(*history.series(key))) for history in histories]
+    steps = sorted(set.intersection(*(set(s) for s in series))) if series else []
+    means, stds = [], []
+    for step in steps:
+        values = [s[step] for s in series]
+        mean = sum(values) / len(values)
+        means.append(mean)
+        spread = sum((v - mean) ** 2 for v in values) / (len(values) - 1) if len(values) > 1 else 0.0
+        stds.append(math.sqrt(spread))
+    return steps, means, stds
+
+
+def plot_seed_bands(
+    records_by_run: Mapping[str, Sequence[Sequence[Mapping]]],
+    path,
+    title: str,
+    one_column_per_run: bool = False,
+) -> str:
+    """Save a PNG of diagnostics over training averaged over seeds and return its path.
+
+    `records_by_run`: run name -> one list of log records per seed. Panels: MI proxy, effective rank, mean pairwise
+    cosine and loss; train solid, validation dashed; the line is the mean over seeds, the band +- one standard
+    deviation across seeds. `one_column_per_run=True` gives each run its own column of panels (runs trained for
+    different numbers of steps, such as T-JEPA beside I-JEPA); otherwise the runs share the panels, one colour each.
+    """
+    plt = pyplot()
+    histories = {run: [DiagnosticsHistory.from_records(r) for r in seeds] for run, seeds in records_by_run.items()}
+    columns = len(histories) if one_column_per_run else 1
+    figure, axes = plt.subplots(
+        len(_BAND_PANELS), columns, figsize=(5.2 * columns + 1.5, 2.6 * len(_BAND_PANELS)), squeeze=False
+    )
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for index, (run, seeds) in enumerate(histories.items()):
+        color = colors[index % len(colors)]
+        column = index if one_column_per_run else 0
+        for row, (metric, name) in enumerate(_BAND_PANELS):
+            axis = axes[row][column]
+            for split, style in (("train", "-"), ("val", "--")):
+                steps, means, stds = _seed_band(seeds, f"{split}/{metric}")
+                if not steps:
+                    continue
+                axis.plot(steps, means, ls=style, color=color, lw=1.4, label=f"{run} {split} (n={len(seeds)})")
+                axis.fill_between(
+                    steps, [m - s for m, s in zip(means, stds)], [m + s for m, s in zip(means, stds)], color=color,
+                    alpha=0.18 if split == "train" else 0.1, lw=0,
+                )
+            axis.set_title(f"{run}: {name}" if one_column_per_run else name, fontsize=10)
+            axis.set_xlabel("step")
+            if axis.lines:
+                axis.legend(fontsize=7)
+    figure.suptitle(f"{title}\nmean over seeds, band = +- 1 std across seeds", fontsize=10)
+    figure.tight_layout()
+    return save_figure(figure, path)
