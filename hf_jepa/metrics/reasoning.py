@@ -1,12 +1,16 @@
 """Evaluation of latent-reasoning systems: greedy completion through one interface for the decoupled reasoner +
-Talker and the coupled baselines, CFG robustness to input corruption and latent noise, and the "mixed latents"
-statistics of a reasoner's free-running chain."""
+Talker and the coupled baselines, CFG robustness to input corruption and latent noise, the "mixed latents"
+statistics of a reasoner's free-running chain, and where a reasoner + Talker loses accuracy (`decompose_accuracy`:
+the reasoner alone decoded by nearest target latent, the Talker alone on the oracle chain, the pair, and the
+cosine to the targets by chain position, teacher-forced and free-running)."""
 
 import math
 
 import torch
+from transformers import DynamicCache
 
-from ..data.reasoning import REASONING_SPECIAL_TOKENS, CfgTask, ReasoningData
+from ..data.reasoning import BOS_TOKEN, PAD_TOKEN, REASONING_SPECIAL_TOKENS, SEP_TOKEN, UNK_TOKEN, CfgTask, ReasoningData
+from ..modeling.jepa_reasoner.modeling_jepa_reasoner import run_blocks
 
 
 class _System:
@@ -154,3 +158,165 @@ def mixed_latents(model, data: ReasoningData, num_prompts: int = 200) -> dict:
         "predicted_2d": project(predicted),
         "words_2d": project(words),
     }
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Where a reasoner + Talker loses accuracy
+
+
+def cosine_by_position(predicted: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> list[float]:
+    """Mean cosine of `predicted` to `targets` (both `(batch, steps, hidden)`) at each chain position, over the rows
+    whose `mask` `(batch, steps)` is 1 there; NaN at a position no row covers."""
+    if predicted.shape != targets.shape or predicted.ndim != 3:
+        raise ValueError(
+            f"predicted and targets must share a (batch, steps, hidden) shape, got {tuple(predicted.shape)} and "
+            f"{tuple(targets.shape)}"
+        )
+    if tuple(mask.shape) != tuple(predicted.shape[:2]):
+        raise ValueError(f"mask must have shape {tuple(predicted.shape[:2])}, got {tuple(mask.shape)}")
+    cosine = torch.nn.functional.cosine_similarity(predicted.float(), targets.float(), dim=-1)
+    weight = mask.float()
+    counts = weight.sum(0)
+    sums = (cosine * weight).sum(0)
+    return [float(s / c) if c > 0 else float("nan") for s, c in zip(sums, counts)]
+
+
+def answer_candidate_ids(data: ReasoningData) -> torch.Tensor:
+    """Token ids an answer can hold: every id but [PAD], [UNK], [BOS] and [SEP] (the words and [EOS])."""
+    vocab = data.tokenizer.get_vocab()
+    excluded = {vocab[token] for token in (PAD_TOKEN, UNK_TOKEN, BOS_TOKEN, SEP_TOKEN)}
+    return torch.tensor([i for i in range(data.vocab_size) if i not in excluded], dtype=torch.long)
+
+
+@torch.no_grad()
+def nearest_latent_decode(
+    reasoner,
+    prompt_ids: torch.Tensor,
+    prompt_mask: torch.Tensor,
+    chain: torch.Tensor,
+    candidate_ids: torch.Tensor,
+    batch_size: int = 32,
+) -> torch.Tensor:
+    """The reasoner read without a Talker: chain step i becomes the candidate token whose target-encoder latent,
+    in the context `[prompt, SEP, tokens decoded so far]`, has the largest cosine to `chain[:, i]` (greedy; the
+    target encoder is causal, so a token's latent depends on that context only). Returns `(batch, steps)` ids;
+    `ReasoningData.decode` cuts them at the first [EOS]. The context is encoded once per step into a KV cache that
+    every candidate's one-token continuation reuses; `batch_size` prompts at a time bound its memory."""
+    encoder, config = reasoner.target_encoder, reasoner.config
+    device = reasoner.device
+    candidate_ids = candidate_ids.to(device)
+    num_candidates = candidate_ids.numel()
+    if chain.ndim != 3 or chain.shape[0] != prompt_ids.shape[0]:
+        raise ValueError(
+            f"chain must be (batch, steps, hidden) with one row per prompt ({prompt_ids.shape[0]}), got "
+            f"{tuple(chain.shape)}"
+        )
+    parts = []
+    for start in range(0, prompt_ids.shape[0], batch_size):
+        ids = prompt_ids[start : start + batch_size].to(device)
+        mask = prompt_mask[start : start + batch_size].to(device)
+        latents = chain[start : start + batch_size].to(device).float()
+        rows = ids.shape[0]
+        sep = torch.full_like(ids[:, :1], config.sep_token_id)
+        ids, mask = torch.cat([ids, sep], 1), torch.cat([mask, torch.ones_like(sep)], 1)
+        decoded = ids[:, :0]
+        for step in range(latents.shape[1]):
+            context_ids = torch.cat([ids, decoded], 1)
+            context_mask = torch.cat([mask, torch.ones_like(decoded)], 1)
+            cache = DynamicCache()
+            run_blocks(encoder.layers, encoder.embed_tokens(context_ids), context_mask, causal=True, cache=cache)
+            cache.batch_repeat_interleave(num_candidates)
+            next_ids = candidate_ids.repeat(rows)[:, None]
+            key_mask = torch.cat(
+                [context_mask.repeat_interleave(num_candidates, 0), torch.ones_like(next_ids)], 1
+            )
+            hidden = run_blocks(encoder.layers, encoder.embed_tokens(next_ids), key_mask, causal=True, cache=cache)
+            options = encoder.norm(hidden)[:, 0].float().view(rows, num_candidates, -1)
+            similarity = torch.nn.functional.cosine_similarity(options, latents[:, step, None], dim=-1)
+            decoded = torch.cat([decoded, candidate_ids[similarity.argmax(-1)][:, None]], 1)
+        parts.append(decoded.cpu())
+    return torch.cat(parts)
+
+
+@torch.no_grad()
+def talker_answers(talker, data: ReasoningData, chain: torch.Tensor, prompt_ids, prompt_mask, batch_size=256):
+    """Greedy answers of `talker` reading `chain` (and the prompt, for a Dual-Talker: one with a context encoder)."""
+    device = talker.device
+    dual = getattr(talker.config, "num_context_layers", 0) > 0
+    answers: list[str] = []
+    for start in range(0, chain.shape[0], batch_size):
+        part = chain[start : start + batch_size]
+        bos = torch.full((part.shape[0], 1), data.tokenizer.bos_token_id, dtype=torch.long, device=device)
+        context = {}
+        if dual:
+            context = dict(
+                prompt_ids=prompt_ids[start : start + batch_size].to(device),
+                prompt_mask=prompt_mask[start : start + batch_size].to(device),
+            )
+        out = talker.generate(
+            input_ids=bos,
+            latents=part.to(device=device, dtype=talker.dtype),
+            max_new_tokens=data.max_answer_length,
+            do_sample=False,
+            **context,
+        )
+        answers.extend(data.decode(out[:, 1:]))
+    return answers
+
+
+@torch.no_grad()
+def reasoner_chains(reasoner, split: dict[str, torch.Tensor], num_steps: int, batch_size: int = 256) -> dict:
+    """The three chains of every row of `split`, `(rows, num_steps, hidden)` float32 on the CPU:
+    `free_running` (`generate_latents`, what a Talker reads at inference), `teacher_forced` (the predictions with
+    the true answer as input) and `targets` (the target encoder's latents of the true answer: the oracle chain)."""
+    device = reasoner.device
+    was_training = reasoner.training
+    reasoner.eval()
+    chains: dict[str, list[torch.Tensor]] = {"free_running": [], "teacher_forced": [], "targets": []}
+    for start in range(0, split["prompt_ids"].shape[0], batch_size):
+        batch = {
+            k: split[k][start : start + batch_size].to(device)
+            for k in ("prompt_ids", "prompt_mask", "answer_ids", "answer_mask")
+        }
+        out = reasoner(**batch)
+        chains["teacher_forced"].append(out.predictions.float().cpu())
+        chains["targets"].append(out.targets.float().cpu())
+        free = reasoner.generate_latents(batch["prompt_ids"], batch["prompt_mask"], num_steps=num_steps)
+        chains["free_running"].append(free.float().cpu())
+    reasoner.train(was_training)
+    return {k: torch.cat(v) for k, v in chains.items()}
+
+
+def decompose_accuracy(reasoner, talker, data: ReasoningData, pair_answers: list[str] | None = None) -> dict:
+    """Where a reasoner + Talker loses accuracy on `data`'s eval split:
+
+    - `reasoner_alone_accuracy`: the free-running chain decoded by nearest target latent (`nearest_latent_decode`),
+      no Talker: what the chain itself encodes;
+    - `talker_oracle_accuracy`: the Talker reading the target encoder's latents of the true answer (an upper bound
+      of the Talker: a perfect reasoner's chain, as far as the targets define one);
+    - `pair_accuracy`: the Talker reading the free-running chain (the system's accuracy; `pair_answers` if given);
+    - `cosine_teacher_forced` / `cosine_free_running`: mean cosine to the targets at each chain position (answer
+      tokens and [EOS] only), and their means over all those positions (`..._mean`).
+    """
+    ev = data.eval
+    steps = data.max_answer_length
+    chains = reasoner_chains(reasoner, ev, steps)
+    mask = ev["answer_mask"][:, :steps]
+    tokens = nearest_latent_decode(
+        reasoner, ev["prompt_ids"], ev["prompt_mask"], chains["free_running"], answer_candidate_ids(data)
+    )
+    if pair_answers is None:
+        pair_answers = talker_answers(talker, data, chains["free_running"], ev["prompt_ids"], ev["prompt_mask"])
+    oracle = talker_answers(talker, data, chains["targets"], ev["prompt_ids"], ev["prompt_mask"])
+    examples = data.eval_examples
+    result = {
+        "reasoner_alone_accuracy": data.accuracy(examples, data.decode(tokens)),
+        "talker_oracle_accuracy": data.accuracy(examples, oracle),
+        "pair_accuracy": data.accuracy(examples, pair_answers),
+    }
+    for name in ("teacher_forced", "free_running"):
+        by_position = cosine_by_position(chains[name], chains["targets"], mask)
+        cosine = torch.nn.functional.cosine_similarity(chains[name], chains["targets"], dim=-1)
+        result[f"cosine_{name}"] = by_position
+        result[f"cosine_{name}_mean"] = float(cosine[mask.bool()].mean())
+    return result

@@ -38,3 +38,33 @@ def plot_mixed_latents(stats: dict, task: str, path: str | Path) -> str:
     axis.legend(loc="best", fontsize=8)
     figure.tight_layout()
     return save_figure(figure, path)
+
+
+def plot_learning_curves(results: dict, path: str | Path) -> str:
+    """Accuracy against minutes of training, one panel per tree size and one line per system, from the results of
+    `hf_jepa.reproductions.jepa_reasoner_curves` (the coupled transformer's 95% budget marked where it has one)."""
+    plt = pyplot()
+
+    trees = results["trees"]
+    figure, axes = plt.subplots(1, len(trees), figsize=(5.5 * len(trees), 4), squeeze=False)
+    for axis, (nodes, tree) in zip(axes[0], trees.items()):
+        for system in tree["systems"].values():
+            curve = system["curve"]
+            axis.plot(
+                [row["train_minutes"] for row in curve],
+                [100 * row["accuracy"] for row in curve],
+                marker="o",
+                markersize=3,
+                label=system["label"],
+            )
+        axis.axhline(95, color="grey", linestyle=":", linewidth=1)
+        if tree.get("coupled_reached_target"):
+            axis.axvline(tree["target_minutes"], color="grey", linestyle="--", linewidth=1)
+        axis.set_title(f"tree search, {nodes} nodes")
+        axis.set_xlabel("training time (min, evaluation excluded)")
+        axis.set_ylabel("exact-path accuracy (%)")
+        axis.set_ylim(0, 102)
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize=8)
+    figure.tight_layout()
+    return save_figure(figure, path)

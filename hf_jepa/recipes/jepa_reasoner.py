@@ -18,7 +18,7 @@ from transformers import GenerationConfig
 
 from ..cards.jepa_reasoner import render_card, result_rows
 from ..data.reasoning import REASONING_TASKS, ReasoningData
-from ..metrics.reasoning import CoconutSystem, CoupledSystem, DecoupledSystem, mixed_latents
+from ..metrics.reasoning import CoconutSystem, CoupledSystem, DecoupledSystem, mixed_latents, talker_answers
 from ..metrics.reasoning_plots import plot_mixed_latents
 from ..modeling.jepa_reasoner import (
     CoconutConfig,
@@ -42,6 +42,10 @@ from .family import Family
 
 logger = logging.getLogger(__name__)
 
+# Which chain a Talker trains on: the reasoner's free-running chain (the paper: what it reads at inference), its
+# teacher-forced predictions (true answer as input), or the target encoder's latents of the true answer (an oracle).
+TALKER_CHAIN_SOURCES = ("free_running", "teacher_forced", "target")
+
 
 def _process_device() -> torch.device:
     """This process's accelerator (its LOCAL_RANK's GPU under a launcher) or the CPU: the frozen reasoner computes the
@@ -61,6 +65,13 @@ class JepaReasonerDataArguments:
     task_seed: generator seed of the training examples (eval uses `task_seed + 1`).
     num_nodes, node_vocab_size: tree-search size (the paper's exact tree size is not in its summary).
     min_operations, max_operations: operations per arithmetic word problem (each adds a ~27-token worked line).
+    talker_chain_source: the chains a Talker trains on (`TALKER_CHAIN_SOURCES`): `"free_running"` (the default and the
+        paper's: the frozen reasoner's own chain, what the Talker reads at inference), `"teacher_forced"` (the
+        reasoner's predictions given the true answer as input) or `"target"` (the target encoder's latents of the true
+        answer). Evaluation always reads the free-running chain.
+    talker_chain_noise_std: Gaussian noise added to every training chain latent (then re-normalised to unit length),
+        relative to the RMS of a unit latent (std / sqrt(hidden_size)): 0 (the default) is none; noise-augmented
+        Talker training is `talker_chain_source="free_running" talker_chain_noise_std=0.25`, for example.
     """
 
     task: str = "tree_search"
@@ -72,6 +83,8 @@ class JepaReasonerDataArguments:
     node_vocab_size: int = 32
     min_operations: int = 2
     max_operations: int = 4
+    talker_chain_source: str = "free_running"
+    talker_chain_noise_std: float = 0.0
     plot: bool = True
 
     def __post_init__(self):
@@ -87,6 +100,45 @@ class JepaReasonerDataArguments:
         check_count(self, "node_vocab_size", minimum=self.num_nodes)
         check_count(self, "min_operations", minimum=1)
         check_count(self, "max_operations", minimum=self.min_operations)
+        check_choice(self, "talker_chain_source", TALKER_CHAIN_SOURCES)
+        noise = self.talker_chain_noise_std
+        if isinstance(noise, bool) or not isinstance(noise, (int, float)) or not 0.0 <= noise < float("inf"):
+            raise ValueError(f"talker_chain_noise_std must be a finite number >= 0, got {noise!r}")
+
+
+@torch.no_grad()
+def talker_training_chains(
+    reasoner: JepaReasonerModel,
+    batch: dict[str, torch.Tensor],
+    num_steps: int,
+    source: str = "free_running",
+    noise_std: float = 0.0,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """The float32 chains `(batch, num_steps, hidden)` a Talker trains on, from `reasoner` (run in eval mode, moved
+    to nothing: `batch` goes to its device): `source` one of `TALKER_CHAIN_SOURCES` (see
+    `JepaReasonerDataArguments.talker_chain_source`; `"teacher_forced"` and `"target"` need `answer_ids` /
+    `answer_mask` of width `num_steps`), with Gaussian noise of relative std `noise_std` (std / sqrt(hidden_size))
+    added from `generator` and the sum re-normalised to unit length."""
+    if source not in TALKER_CHAIN_SOURCES:
+        raise ValueError(f"source must be one of {TALKER_CHAIN_SOURCES}, got {source!r}")
+    was_training = reasoner.training
+    reasoner.eval()
+    device = reasoner.device
+    batch = {k: v.to(device) for k, v in batch.items()}
+    if source == "free_running":
+        chain = reasoner.generate_latents(batch["prompt_ids"], batch["prompt_mask"], num_steps=num_steps)
+    else:
+        out = reasoner(**{k: batch[k] for k in ("prompt_ids", "prompt_mask", "answer_ids", "answer_mask")})
+        chain = out.predictions if source == "teacher_forced" else out.targets
+        if chain.shape[1] != num_steps:
+            raise ValueError(f"answer_ids have {chain.shape[1]} positions, the chain needs num_steps={num_steps}")
+    reasoner.train(was_training)
+    chain = chain.float()
+    if noise_std > 0:
+        noise = torch.randn(chain.shape, generator=generator, device=chain.device)
+        chain = torch.nn.functional.normalize(chain + noise_std / chain.shape[-1] ** 0.5 * noise, dim=-1)
+    return chain
 
 
 class ReasoningRecipe(Recipe):
@@ -252,11 +304,26 @@ class TalkerRecipe(ReasoningRecipe):
         none)."""
         if self._train_chains is None:
             started = time.perf_counter()
-            self._train_chains = self.chains(self.data.train)
+            args, split = self.data_args, self.data.train
+            generator = torch.Generator(device=self.reasoner.device).manual_seed(self.seed)
+            parts = [
+                talker_training_chains(
+                    self.reasoner,
+                    {k: split[k][i : i + 512] for k in ("prompt_ids", "prompt_mask", "answer_ids", "answer_mask")},
+                    self.data.max_answer_length,
+                    args.talker_chain_source,
+                    args.talker_chain_noise_std,
+                    generator,
+                ).cpu()
+                for i in progress(range(0, split["prompt_ids"].shape[0], 512), "reasoner latent chains")
+            ]
+            self._train_chains = torch.cat(parts)
             logger.info(
-                "Talker: %d latent chains of %d steps from the frozen reasoner in %.1f s",
+                "Talker: %d %s latent chains of %d steps (noise std %g) from the frozen reasoner in %.1f s",
                 self._train_chains.shape[0],
+                args.talker_chain_source,
                 self._train_chains.shape[1],
+                args.talker_chain_noise_std,
                 time.perf_counter() - started,
             )
         return self._train_chains
@@ -312,20 +379,9 @@ class TalkerRecipe(ReasoningRecipe):
         self.reasoner.to(talker.device)
         return JepaReasonerWithTalker.from_components(self.reasoner, talker)
 
-    @torch.no_grad()
     def talk(self, talker, chain: torch.Tensor, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor) -> list[str]:
         """Greedy answers of `talker` reading `chain` (and the prompt, for a Dual-Talker)."""
-        device = talker.device
-        bos = torch.full((chain.shape[0], 1), self.data.tokenizer.bos_token_id, dtype=torch.long, device=device)
-        context = dict(prompt_ids=prompt_ids.to(device), prompt_mask=prompt_mask.to(device)) if self.dual else {}
-        out = talker.generate(
-            input_ids=bos,
-            latents=chain.to(device=device, dtype=talker.dtype),
-            max_new_tokens=self.data.max_answer_length,
-            do_sample=False,
-            **context,
-        )
-        return self.data.decode(out[:, 1:])
+        return talker_answers(talker, self.data, chain, prompt_ids, prompt_mask)
 
     def evaluate(self, model, output_dir: str | None = None) -> dict[str, Any]:
         """Task accuracy of reasoner + Talker (greedy), and the same Talker reading *another* example's chain

@@ -116,6 +116,11 @@ class JepaReasonerConfig(PretrainedConfig):
             loss lies in `[0, 2k]`, 0 for a perfect prediction, `k` for an orthogonal one. Scaling the cosine loss
             up keeps its gradient on unit vectors (at most `k` per unit change of cos) comparable to an MSE loss on
             unnormalised latents; 4.0 is this library's default, not a value from the paper.
+        scheduled_sampling_prob (`float`, *optional*, defaults to 0.0): in training, the probability that an answer
+            position's input latent is replaced by the reasoner's own prediction of it (scheduled sampling, two-pass:
+            a gradient-free teacher-forced pass gives the predictions, the loss comes from the second pass over the
+            mixed inputs). 0.0 is pure teacher forcing (the paper's training); it narrows the gap between the
+            teacher-forced inputs of training and the free-running chain of generation. Generation ignores it.
         pad_token_id, bos_token_id, eos_token_id, sep_token_id (`int`): special token ids (0, 2, 3, 4).
         initializer_range (`float`, *optional*, defaults to 0.02): std of the truncated-normal weight init.
         hidden_dropout (`float`, *optional*, defaults to 0.0): dropout on each block's residual branches.
@@ -140,6 +145,7 @@ class JepaReasonerConfig(PretrainedConfig):
         ema_momentum: float = 0.996,
         ema_momentum_end: float = 1.0,
         cosine_loss_scale: float = 4.0,
+        scheduled_sampling_prob: float = 0.0,
         # Special token ids: build_reasoning_tokenizer's (see the module docstring); a test keeps them equal.
         pad_token_id: int = 0,
         bos_token_id: int = 2,
@@ -164,6 +170,7 @@ class JepaReasonerConfig(PretrainedConfig):
         self.ema_momentum = ema_momentum
         self.ema_momentum_end = ema_momentum_end
         self.cosine_loss_scale = cosine_loss_scale
+        self.scheduled_sampling_prob = scheduled_sampling_prob
         self.pad_token_id = pad_token_id
         self.bos_token_id = bos_token_id
         self.eos_token_id = eos_token_id
@@ -191,6 +198,9 @@ class JepaReasonerConfig(PretrainedConfig):
                 raise ValueError(f"JepaReasonerConfig.{field} must lie in [0, 1], got {getattr(self, field)!r}")
         if not self.cosine_loss_scale > 0:
             raise ValueError(f"JepaReasonerConfig.cosine_loss_scale must be positive, got {self.cosine_loss_scale!r}")
+        probability = self.scheduled_sampling_prob
+        if isinstance(probability, bool) or not isinstance(probability, (int, float)) or not 0.0 <= probability <= 1.0:
+            raise ValueError(f"JepaReasonerConfig.scheduled_sampling_prob must lie in [0, 1], got {probability!r}")
 
     @classmethod
     def full(cls, **overrides) -> "JepaReasonerConfig":

@@ -667,7 +667,10 @@ class JepaReasonerModel(JepaReasonerPreTrainedModel):
                 f"({config.max_position_embeddings})"
             )
         latents = self.encoder(ids, mask)
-        predicted = self.reason(latents, mask)
+        inputs = latents
+        if answer_ids is not None and self.training and config.scheduled_sampling_prob > 0:
+            inputs = self._mix_in_own_predictions(latents, mask, prompt_ids.shape[1], answer_mask)
+        predicted = self.reason(inputs, mask)
         parts = dict(encoder_latents=latents, reasoner_latents=predicted)
         if answer_ids is not None:
             start, length = prompt_ids.shape[1], answer_ids.shape[1]
@@ -678,6 +681,18 @@ class JepaReasonerModel(JepaReasonerPreTrainedModel):
             parts.update(loss=loss, predictions=predictions, targets=targets, answer_mask=answer_mask)
         output = JepaReasonerOutput(**parts)
         return output if return_dict else output.to_tuple()
+
+    def _mix_in_own_predictions(self, latents, mask, prompt_length: int, answer_mask) -> torch.Tensor:
+        """Scheduled sampling: each answer token's input latent (positions `prompt_length + 1 ...`) is replaced, with
+        probability `config.scheduled_sampling_prob` (torch's global generator), by the reasoner's prediction of it
+        from a gradient-free teacher-forced pass, i.e. what generation would have fed back there. Padding stays."""
+        length = answer_mask.shape[1]
+        with torch.no_grad():
+            own = self.reason(latents.detach(), mask)[:, prompt_length : prompt_length + length]
+        replace = torch.rand(answer_mask.shape, device=latents.device) < self.config.scheduled_sampling_prob
+        replace = (replace & answer_mask.bool())[..., None]
+        answer_inputs = torch.where(replace, own.to(latents.dtype), latents[:, prompt_length + 1 :])
+        return torch.cat([latents[:, : prompt_length + 1], answer_inputs], 1)
 
     # ------------------------------------------------------------------ generation
 

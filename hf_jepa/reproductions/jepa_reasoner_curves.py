@@ -1,0 +1,452 @@
+"""JEPA-Reasoner learning curves at equal wall clock (`hf-jepa reproduce jepa-reasoner --set protocol=curves`):
+exact-path accuracy on tree search against seconds of training for the reasoner + Mono-/Dual-Talker, the coupled
+transformer and COCONUT, every system on the same data, seed and eval set, plus where the reasoner + Talker loses
+accuracy (`hf_jepa.metrics.reasoning.decompose_accuracy`) at every checkpoint.
+
+The clock: each system gets `budget_minutes` of training, counted as the sum of the durations of its optimiser steps
+(batch assembly, the Talker's chain computation, forward, backward, update, EMA); evaluations happen at the
+checkpoints `eval_every_seconds, 2 * eval_every_seconds, ...` and at the budget, and never count. Learning rate
+(linear warm-up over `WARMUP_STEPS` steps, then cosine to 0) and EMA momentum (linear from the config's start to end
+value) follow the fraction of a stage's time budget spent, not a step count, so every run ends its schedule at its
+budget whatever the machine's speed. The accuracy at a checkpoint is what that run had reached then (not what a run
+budgeted to stop there would reach).
+
+The reasoner + Talker budget: the total budget counts both stages; the Talker gets `talker_share` of it and the
+reasoner the rest. `talker_schedule="interleaved"` (the default) alternates single steps so that each stage's spent
+time stays at its share (whichever is behind its share steps next): at every checkpoint the pair is a usable system
+and its Talker has trained on the current reasoner's chains. `"sequential"` trains the reasoner for its whole share
+first and then the Talker on the frozen reasoner (the paper's order); before the switch the pair's accuracy is that
+of an untrained Talker. Each Talker step computes its batch's chains from the reasoner of that moment (source and
+noise: `talker_chain_source`, `talker_chain_noise_std`), inside the clock.
+"""
+
+import logging
+import math
+import os
+import time
+from collections.abc import Callable
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..data.reasoning import ReasoningData
+from ..metrics.reasoning import CoconutSystem, CoupledSystem, DecoupledSystem, decompose_accuracy
+from ..metrics.reasoning_plots import plot_learning_curves
+from ..modeling.jepa_reasoner import DualTalkerModel, JepaReasonerWithTalker, MonoTalkerModel
+from ..recipes.jepa_reasoner import (
+    TALKER_CHAIN_SOURCES,
+    TRAINING_DEFAULTS,
+    CoconutRecipe,
+    CoupledRecipe,
+    JepaReasonerDataArguments,
+    JepaReasonerRecipe,
+    talker_training_chains,
+)
+from ..trainers import build_optimizer, ema_update_, seeded_generator
+from .result import ReproductionResult
+
+logger = logging.getLogger(__name__)
+
+CURVE_SYSTEMS = ("mono", "dual", "coupled", "coconut")
+SYSTEM_LABELS = {
+    "mono": "JEPA-Reasoner + Mono-Talker",
+    "dual": "JEPA-Reasoner + Dual-Talker",
+    "coupled": "coupled transformer",
+    "coconut": "COCONUT",
+}
+TALKER_SCHEDULES = ("interleaved", "sequential")
+TARGET_ACCURACY = 0.95  # issue 15: report every system at the budget where the coupled transformer first reaches it
+WARMUP_STEPS = TRAINING_DEFAULTS["warmup_steps"]
+# The defaults of the curve protocol's options (`reproduce_jepa_reasoner` repeats them in its signature for the CLI).
+CURVE_DEFAULTS = dict(
+    systems=CURVE_SYSTEMS,
+    tree_nodes=(7, 11),
+    budget_minutes=45.0,
+    eval_every_seconds=150.0,
+    talker_share=0.3,
+    talker_schedule="interleaved",
+    talker_chain_source="free_running",
+    talker_chain_noise_std=0.0,
+    scheduled_sampling_prob=0.0,
+    decompose=True,
+    config_overrides=None,
+)
+
+
+@dataclass
+class _Stage:
+    """One trained model of a system with its own optimiser, time budget and schedules."""
+
+    name: str
+    model: torch.nn.Module
+    batch: Callable[[int], dict[str, torch.Tensor]]
+    budget_s: float
+    ema_momentum: tuple[float, float] | None = None
+    optimizer: torch.optim.Optimizer = field(init=False)
+    base_lr: float = TRAINING_DEFAULTS["learning_rate"]
+    step: int = 0
+    spent_s: float = 0.0
+    skipped_steps: int = 0
+
+    def __post_init__(self):
+        self.optimizer = build_optimizer(self.model, self.base_lr, TRAINING_DEFAULTS["weight_decay"])
+
+    @property
+    def fraction(self) -> float:
+        """The share of this stage's budget spent (the schedules' clock)."""
+        return min(1.0, self.spent_s / self.budget_s) if self.budget_s > 0 else 1.0
+
+    def lr_multiplier(self) -> float:
+        if self.step < WARMUP_STEPS:
+            return (self.step + 1) / WARMUP_STEPS
+        return 0.5 * (1.0 + math.cos(math.pi * self.fraction))
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _train_step(stage: _Stage, mixed_precision: bool) -> None:
+    """One optimiser step of `stage`, its duration added to `stage.spent_s`."""
+    model = stage.model
+    device = model.device
+    _synchronize(device)
+    started = time.perf_counter()
+    model.train()
+    for group in stage.optimizer.param_groups:
+        group["lr"] = stage.base_lr * stage.lr_multiplier()
+    batch = {k: v.to(device) for k, v in stage.batch(stage.step).items()}
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16) if mixed_precision else nullcontext()
+    with autocast:
+        loss = model(**batch).loss
+    if torch.isfinite(loss):
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), TRAINING_DEFAULTS["max_grad_norm"])
+        stage.optimizer.step()
+        if stage.ema_momentum is not None:
+            start, end = stage.ema_momentum
+            momentum = start + (end - start) * stage.fraction
+            for online, target in model.ema_pairs():
+                ema_update_(target, online, momentum)
+    else:  # a non-finite loss: no update (counted in the results)
+        stage.skipped_steps += 1
+    stage.optimizer.zero_grad(set_to_none=True)
+    stage.step += 1
+    _synchronize(device)
+    stage.spent_s += time.perf_counter() - started
+
+
+def _next_stage(stages: list[_Stage], schedule: str) -> _Stage:
+    """The stage that steps next: the one furthest behind its share (interleaved) or the first unfinished one
+    (sequential)."""
+    if schedule == "sequential":
+        return next((s for s in stages if s.spent_s < s.budget_s), stages[-1])
+    return min(stages, key=lambda s: s.fraction)
+
+
+def _device() -> torch.device:
+    return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+
+
+def _evaluate(system: str, models: dict, data: ReasoningData, decompose: bool) -> dict[str, Any]:
+    """The system's exact-path accuracy on the eval split (greedy), and for a reasoner + Talker the decomposition."""
+    for model in models.values():
+        model.eval()
+    ev = data.eval
+    if system in ("coupled", "coconut"):
+        system_class = CoupledSystem if system == "coupled" else CoconutSystem
+        answers = system_class(models[system], data).complete(ev["prompt_ids"], ev["prompt_mask"])
+        return {"accuracy": data.accuracy(data.eval_examples, answers)}
+    pair = JepaReasonerWithTalker.from_components(models["reasoner"], models["talker"])
+    answers = DecoupledSystem(pair, data).complete(ev["prompt_ids"], ev["prompt_mask"])
+    row: dict[str, Any] = {"accuracy": data.accuracy(data.eval_examples, answers)}
+    if decompose:
+        row.update(decompose_accuracy(models["reasoner"], models["talker"], data, pair_answers=answers))
+    return row
+
+
+def _build_stages(system: str, configs: dict, data_args, data: ReasoningData, seed: int, options: dict) -> list:
+    """The stages of `system` (models built under `torch.manual_seed(seed)`, so every system starts from its own
+    seeded initialisation whatever ran before)."""
+    device = _device()
+    budget_s = 60.0 * options["budget_minutes"]
+    batch_size = options["batch_size"]
+    torch.manual_seed(seed)
+    if system in ("coupled", "coconut"):
+        recipe_class = CoupledRecipe if system == "coupled" else CoconutRecipe
+        recipe = recipe_class(configs[system], data_args, seed, data)
+        model = recipe.build_model().to(device)
+        return [_Stage(system, model, lambda step: recipe.train_batch(step, 0, batch_size), budget_s)]
+    reasoner_recipe = JepaReasonerRecipe(configs["reasoner"], data_args, seed, data)
+    reasoner = reasoner_recipe.build_model().to(device)
+    talker_config = configs[system]
+    talker_config.vocab_size = data.vocab_size  # the presets carry a placeholder; the task's tokenizer decides
+    talker = (DualTalkerModel if system == "dual" else MonoTalkerModel)(talker_config).to(device)
+    final_sampling_prob = options["scheduled_sampling_prob"]
+    train = data.train
+    keys = ("prompt_ids", "prompt_mask", "answer_ids", "answer_mask")
+    noise_generator = torch.Generator(device=device).manual_seed(seed)
+    reasoner_share = 1.0 - options["talker_share"]
+    stages: list[_Stage] = []
+
+    def reasoner_batch(step):
+        # Scheduled sampling ramps linearly from 0 to its final probability over the reasoner's time budget.
+        reasoner.config.scheduled_sampling_prob = final_sampling_prob * stages[0].fraction
+        return reasoner_recipe.train_batch(step, 0, batch_size)
+
+    def talker_batch(step):
+        index = torch.randint(train["prompt_ids"].shape[0], (batch_size,), generator=seeded_generator(seed, step, 1))
+        batch = data.batch(train, index, keys)
+        chains = talker_training_chains(
+            reasoner,
+            batch,
+            data.max_answer_length,
+            options["talker_chain_source"],
+            options["talker_chain_noise_std"],
+            noise_generator,
+        )
+        context = ("prompt_ids", "prompt_mask") if system == "dual" else ()
+        return {
+            "answer_ids": batch["answer_ids"],
+            "answer_mask": batch["answer_mask"],
+            **{k: batch[k] for k in context},
+            "latents": chains,
+        }
+
+    config = reasoner.config
+    stages.append(
+        _Stage(
+            "reasoner",
+            reasoner,
+            reasoner_batch,
+            budget_s * reasoner_share,
+            ema_momentum=(config.ema_momentum, config.ema_momentum_end),
+        )
+    )
+    stages.append(_Stage("talker", talker, talker_batch, budget_s * options["talker_share"]))
+    return stages
+
+
+def _parameters(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def run_curve(system: str, configs: dict, data_args, data: ReasoningData, seed: int, options: dict) -> dict:
+    """Train `system` for its wall-clock budget, evaluating at every checkpoint; returns its curve and counts."""
+    stages = _build_stages(system, configs, data_args, data, seed, options)
+    models = {stage.name: stage.model for stage in stages}
+    budget_s = 60.0 * options["budget_minutes"]
+    every = options["eval_every_seconds"]
+    checkpoints = [every * k for k in range(1, int(budget_s / every + 1e-9) + 1)]
+    if not checkpoints or checkpoints[-1] < budget_s - 1e-6:
+        checkpoints.append(budget_s)
+    curve, eval_seconds = [], 0.0
+    started = time.perf_counter()
+    for checkpoint in checkpoints:
+        while sum(s.spent_s for s in stages) < checkpoint:
+            _train_step(_next_stage(stages, options["talker_schedule"]), options["mixed_precision"])
+        evaluation_started = time.perf_counter()
+        row = {
+            "checkpoint_minutes": checkpoint / 60.0,
+            "train_minutes": sum(s.spent_s for s in stages) / 60.0,
+            **{f"{s.name}_steps": s.step for s in stages},
+            **{f"{s.name}_minutes": s.spent_s / 60.0 for s in stages},
+            **_evaluate(system, models, data, options["decompose"]),
+        }
+        row["eval_seconds"] = time.perf_counter() - evaluation_started
+        eval_seconds += row["eval_seconds"]
+        curve.append(row)
+        logger.info(
+            "curves: %s at %.1f min of training: accuracy %.3f (eval %.1f s)",
+            system,
+            row["train_minutes"],
+            row["accuracy"],
+            row["eval_seconds"],
+        )
+    return {
+        "label": SYSTEM_LABELS[system],
+        "curve": curve,
+        "parameters": {name: _parameters(model) for name, model in models.items()},
+        "skipped_steps": {s.name: s.skipped_steps for s in stages},
+        "wall_seconds": time.perf_counter() - started,
+        "eval_seconds": eval_seconds,
+    }
+
+
+def first_budget_reaching(curve: list[dict], target: float = TARGET_ACCURACY) -> float | None:
+    """The first checkpoint (minutes) whose accuracy is >= `target`, None if none is."""
+    return next((row["checkpoint_minutes"] for row in curve if row["accuracy"] >= target), None)
+
+
+def at_checkpoint(curve: list[dict], minutes: float) -> dict | None:
+    """The row of the last checkpoint at or before `minutes` (checkpoints are shared by every system of a run)."""
+    rows = [row for row in curve if row["checkpoint_minutes"] <= minutes + 1e-9]
+    return rows[-1] if rows else None
+
+
+def check_curve_options(options: dict) -> None:
+    """ValueError naming the first curve option that cannot run."""
+    unknown = [s for s in options["systems"] if s not in CURVE_SYSTEMS]
+    if not options["systems"] or unknown:
+        raise ValueError(f"systems must be a non-empty list out of {CURVE_SYSTEMS}, got {list(options['systems'])}")
+    nodes = options["tree_nodes"]
+    if not nodes or any(isinstance(n, bool) or not isinstance(n, int) or n < 2 for n in nodes):
+        raise ValueError(f"tree_nodes must be a non-empty list of integers >= 2, got {list(nodes)}")
+    for name in ("budget_minutes", "eval_every_seconds"):
+        value = options[name]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+            raise ValueError(f"{name} must be a positive number, got {value!r}")
+    share = options["talker_share"]
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share < 1:
+        raise ValueError(f"talker_share must lie strictly between 0 and 1, got {share!r}")
+    if options["talker_schedule"] not in TALKER_SCHEDULES:
+        raise ValueError(f"talker_schedule must be one of {TALKER_SCHEDULES}, got {options['talker_schedule']!r}")
+    if options["talker_chain_source"] not in TALKER_CHAIN_SOURCES:
+        raise ValueError(
+            f"talker_chain_source must be one of {TALKER_CHAIN_SOURCES}, got {options['talker_chain_source']!r}"
+        )
+    noise = options["talker_chain_noise_std"]
+    if isinstance(noise, bool) or not isinstance(noise, (int, float)) or not 0 <= noise < float("inf"):
+        raise ValueError(f"talker_chain_noise_std must be a finite number >= 0, got {noise!r}")
+    probability = options["scheduled_sampling_prob"]
+    if isinstance(probability, bool) or not isinstance(probability, (int, float)) or not 0 <= probability <= 1:
+        raise ValueError(f"scheduled_sampling_prob must lie in [0, 1], got {probability!r}")
+    overrides = options["config_overrides"] or {}
+    if not isinstance(overrides, dict) or any(not isinstance(v, dict) for v in overrides.values()):
+        raise ValueError(
+            "config_overrides must map a model (reasoner, mono, dual, coupled, coconut) to a dict of config fields, "
+            f"e.g. {{reasoner: {{num_hidden_layers: 8}}}}, got {overrides!r}"
+        )
+    models = ("reasoner", "mono", "dual", "coupled", "coconut")
+    unknown = [k for k in overrides if k not in models]
+    if unknown:
+        raise ValueError(f"config_overrides: unknown model(s) {unknown}; models: {models}")
+
+
+def _configs(build_configs: Callable, data: ReasoningData, quick: bool, overrides: dict) -> dict:
+    configs = build_configs(data, quick)
+    for name, fields in overrides.items():
+        config = configs[name]
+        for key, value in fields.items():
+            if not hasattr(config, key):
+                raise ValueError(f"config_overrides.{name}: {type(config).__name__} has no field {key!r}")
+            setattr(config, key, value)
+        config.validate()
+    return configs
+
+
+def reproduce_curves(
+    output_dir: Path,
+    quick: bool,
+    seed: int,
+    num_train_examples: int,
+    num_eval_examples: int,
+    options: dict,
+    build_configs: Callable[[ReasoningData, bool], dict],
+) -> ReproductionResult:
+    """Every system of `options["systems"]` on every tree size of `options["tree_nodes"]`, the models from
+    `build_configs(data, quick)` (the tables' `cpu_configs`) with `options["config_overrides"]` set over them; writes
+    `results.json` (after each system, so a long run that stops keeps what it measured), `results.md` and
+    `curves.png`."""
+    options = {**options, "mixed_precision": not quick, "batch_size": 8 if quick else 64}
+    options["systems"], options["tree_nodes"] = tuple(options["systems"]), tuple(options["tree_nodes"])
+    check_curve_options(options)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    results: dict[str, Any] = {
+        "protocol": "curves",
+        "seed": seed,
+        "quick": quick,
+        "options": {k: v for k, v in options.items()},
+        "torch_threads": torch.get_num_threads(),
+        "device": str(_device()),
+        "load_average_start": os.getloadavg(),
+        "trees": {},
+    }
+    started = time.perf_counter()
+    for nodes in options["tree_nodes"]:
+        data_args = JepaReasonerDataArguments(
+            task="tree_search",
+            num_nodes=nodes,
+            task_seed=seed,
+            num_train_examples=64 if quick else num_train_examples,
+            num_eval_examples=8 if quick else num_eval_examples,
+            plot=False,
+        )
+        data = ReasoningData(data_args)
+        tree: dict[str, Any] = {"eval_examples": len(data.eval_examples), "systems": {}}
+        results["trees"][str(nodes)] = tree
+        for system in options["systems"]:
+            configs = _configs(build_configs, data, quick, options["config_overrides"] or {})
+            logger.info("curves: %d-node trees, %s, %.1f min", nodes, system, options["budget_minutes"])
+            tree["systems"][system] = run_curve(system, configs, data_args, data, seed, options)
+            _summarise_tree(tree)
+            ReproductionResult("jepa-reasoner", results, format_curve_tables(results), output_dir).save()
+    results["wall_time_s"] = round(time.perf_counter() - started, 1)
+    results["load_average_end"] = os.getloadavg()
+    plot_learning_curves(results, output_dir / "curves.png")
+    results["plot"] = "curves.png"
+    result = ReproductionResult("jepa-reasoner", results, format_curve_tables(results), output_dir)
+    result.save()
+    return result
+
+
+def _summarise_tree(tree: dict) -> None:
+    """`target_minutes` (the first checkpoint where the coupled transformer reaches `TARGET_ACCURACY`, else the last
+    checkpoint) and every system's row there (`at_target`)."""
+    systems = tree["systems"]
+    coupled = systems.get("coupled")
+    reached = first_budget_reaching(coupled["curve"]) if coupled else None
+    last = max(row["checkpoint_minutes"] for s in systems.values() for row in s["curve"])
+    tree["coupled_reached_target"] = reached is not None
+    tree["target_minutes"] = reached if reached is not None else last
+    tree["at_target"] = {name: at_checkpoint(s["curve"], tree["target_minutes"]) for name, s in systems.items()}
+
+
+def _pct(value) -> str:
+    return f"{100 * value:.1f}%" if isinstance(value, (int, float)) and math.isfinite(value) else "-"
+
+
+def _cos(value) -> str:
+    return f"{value:.3f}" if isinstance(value, (int, float)) and math.isfinite(value) else "-"
+
+
+def format_curve_tables(results: dict) -> str:
+    """Markdown: per tree size, every system at the coupled transformer's 95% budget and at the end, with the
+    reasoner + Talker decomposition."""
+    lines = [
+        f"JEPA-Reasoner learning curves at equal wall clock (seed {results.get('seed')}, "
+        f"{results.get('torch_threads')} torch threads, {results.get('device')}, "
+        f"wall time {results.get('wall_time_s', 'running')} s)",
+    ]
+    for nodes, tree in results.get("trees", {}).items():
+        if "target_minutes" not in tree:
+            continue
+        target = tree["target_minutes"]
+        where = (
+            f"the coupled transformer first reaches {TARGET_ACCURACY:.0%} at {target:g} min"
+            if tree["coupled_reached_target"]
+            else f"the coupled transformer never reaches {TARGET_ACCURACY:.0%} (or did not run): last checkpoint, "
+            f"{target:g} min"
+        )
+        lines += [
+            "",
+            f"{nodes}-node trees ({tree['eval_examples']} eval examples): {where}",
+            "",
+            f"| System | accuracy at {target:g} min | final accuracy (min) | reasoner alone | Talker on oracle chain "
+            "| cos teacher-forced | cos free-running |",
+            "|---|---:|---:|---:|---:|---:|---:|",
+        ]
+        for name, system in tree["systems"].items():
+            row = tree["at_target"].get(name) or {}
+            final = system["curve"][-1]
+            lines.append(
+                f"| {system['label']} | {_pct(row.get('accuracy'))} | {_pct(final['accuracy'])} "
+                f"({final['train_minutes']:.1f}) | {_pct(row.get('reasoner_alone_accuracy'))} | "
+                f"{_pct(row.get('talker_oracle_accuracy'))} | {_cos(row.get('cosine_teacher_forced_mean'))} | "
+                f"{_cos(row.get('cosine_free_running_mean'))} |"
+            )
+    return "\n".join(lines)
