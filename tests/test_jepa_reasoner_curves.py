@@ -165,7 +165,10 @@ def test_scheduled_sampling_feeds_back_the_reasoners_own_predictions(tree):
 
 def test_budget_of_the_coupled_transformers_95_percent():
     def curve(*accuracies):
-        return {"label": "x", "curve": [{"checkpoint_minutes": i + 1.0, "accuracy": a} for i, a in enumerate(accuracies)]}
+        return {
+            "label": "x",
+            "curve": [{"checkpoint_minutes": i + 1.0, "accuracy": a} for i, a in enumerate(accuracies)],
+        }
 
     tree = {"eval_examples": 10, "systems": {"coupled": curve(0.5, 0.96, 0.99), "dual": curve(0.2, 0.4, 0.97)}}
     assert first_budget_reaching(tree["systems"]["coupled"]["curve"]) == 2.0

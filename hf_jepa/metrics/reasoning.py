@@ -9,7 +9,15 @@ import math
 import torch
 from transformers import DynamicCache
 
-from ..data.reasoning import BOS_TOKEN, PAD_TOKEN, REASONING_SPECIAL_TOKENS, SEP_TOKEN, UNK_TOKEN, CfgTask, ReasoningData
+from ..data.reasoning import (
+    BOS_TOKEN,
+    PAD_TOKEN,
+    REASONING_SPECIAL_TOKENS,
+    SEP_TOKEN,
+    UNK_TOKEN,
+    CfgTask,
+    ReasoningData,
+)
 from ..modeling.jepa_reasoner.modeling_jepa_reasoner import run_blocks
 
 
@@ -227,9 +235,7 @@ def nearest_latent_decode(
             run_blocks(encoder.layers, encoder.embed_tokens(context_ids), context_mask, causal=True, cache=cache)
             cache.batch_repeat_interleave(num_candidates)
             next_ids = candidate_ids.repeat(rows)[:, None]
-            key_mask = torch.cat(
-                [context_mask.repeat_interleave(num_candidates, 0), torch.ones_like(next_ids)], 1
-            )
+            key_mask = torch.cat([context_mask.repeat_interleave(num_candidates, 0), torch.ones_like(next_ids)], 1)
             hidden = run_blocks(encoder.layers, encoder.embed_tokens(next_ids), key_mask, causal=True, cache=cache)
             options = encoder.norm(hidden)[:, 0].float().view(rows, num_candidates, -1)
             similarity = torch.nn.functional.cosine_similarity(options, latents[:, step, None], dim=-1)
