@@ -209,6 +209,7 @@ def test_quick_curves_keep_evaluation_off_the_clock(tmp_path):
     assert sum(row["eval_seconds"] for row in dual) > 0
     assert "reasoner_alone_accuracy" not in coupled[0]
     assert (tmp_path / "curves.png").stat().st_size > 1000
+    assert (tmp_path / "decomposition.png").stat().st_size > 1000 and saved["decomposition_plot"] == "decomposition.png"
     assert "JEPA-Reasoner + Dual-Talker" in result.table and "4-node trees" in result.table
 
 
@@ -228,7 +229,7 @@ def test_sequential_talker_schedule_and_option_errors(tmp_path):
     )
     curve = json.loads((tmp_path / "results.json").read_text())["trees"]["4"]["systems"]["mono"]["curve"]
     assert curve[0]["talker_steps"] == 0 and curve[-1]["talker_steps"] > 0  # the reasoner's share comes first
-    assert "reasoner_alone_accuracy" not in curve[0]
+    assert "reasoner_alone_accuracy" not in curve[0] and not (tmp_path / "decomposition.png").exists()
     with pytest.raises(ValueError, match="options of protocol=curves only"):
         reproduce_jepa_reasoner(output_dir=str(tmp_path), quick=True, budget_minutes=1.0)
     with pytest.raises(ValueError, match="systems must be"):

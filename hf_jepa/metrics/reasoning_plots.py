@@ -68,3 +68,62 @@ def plot_learning_curves(results: dict, path: str | Path) -> str:
         axis.legend(fontsize=8)
     figure.tight_layout()
     return save_figure(figure, path)
+
+
+def plot_decomposition(results: dict, path: str | Path) -> str | None:
+    """Where the reasoner + Talker systems lose accuracy, one row per tree size: left, against minutes of training,
+    the pair's accuracy (solid), the reasoner alone by nearest target latent (dashed) and the Talker on the oracle
+    chain (dotted); right, at the last checkpoint, the cosine to the targets by chain position, teacher-forced
+    (solid) and free-running (dashed). None (no file) when no checkpoint holds the decomposition."""
+    rows = []
+    for nodes, tree in results["trees"].items():
+        systems = {n: s for n, s in tree["systems"].items() if "reasoner_alone_accuracy" in s["curve"][-1]}
+        if systems:
+            rows.append((nodes, systems))
+    if not rows:
+        return None
+    plt = pyplot()
+    figure, axes = plt.subplots(len(rows), 2, figsize=(11, 4 * len(rows)), squeeze=False)
+    for (nodes, systems), (left, right) in zip(rows, axes):
+        for index, system in enumerate(systems.values()):
+            color = f"C{index}"
+            curve = [row for row in system["curve"] if "reasoner_alone_accuracy" in row]
+            minutes = [row["train_minutes"] for row in curve]
+            for key, style, what in (
+                ("pair_accuracy", "-", "pair"),
+                ("reasoner_alone_accuracy", "--", "reasoner alone"),
+                ("talker_oracle_accuracy", ":", "Talker on oracle chain"),
+            ):
+                left.plot(
+                    minutes,
+                    [100 * row[key] for row in curve],
+                    ls=style,
+                    color=color,
+                    label=f"{system['label']}: {what}",
+                )
+            last = curve[-1]
+            for key, style, what in (
+                ("cosine_teacher_forced", "-", "teacher-forced"),
+                ("cosine_free_running", "--", "free-running"),
+            ):
+                right.plot(
+                    range(len(last[key])),
+                    last[key],
+                    ls=style,
+                    marker="o",
+                    markersize=3,
+                    color=color,
+                    label=f"{system['label']}: {what}",
+                )
+        left.set_title(f"tree search, {nodes} nodes: accuracy parts")
+        left.set_xlabel("training time (min)")
+        left.set_ylabel("exact-path accuracy (%)")
+        left.set_ylim(0, 102)
+        right.set_title(f"{nodes} nodes: cosine to the targets, last checkpoint")
+        right.set_xlabel("chain position (answer token)")
+        right.set_ylabel("mean cosine")
+        for axis in (left, right):
+            axis.grid(alpha=0.3)
+            axis.legend(fontsize=7)
+    figure.tight_layout()
+    return save_figure(figure, path)

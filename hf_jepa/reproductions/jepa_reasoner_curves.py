@@ -34,7 +34,7 @@ import torch
 
 from ..data.reasoning import ReasoningData
 from ..metrics.reasoning import CoconutSystem, CoupledSystem, DecoupledSystem, decompose_accuracy
-from ..metrics.reasoning_plots import plot_learning_curves
+from ..metrics.reasoning_plots import plot_decomposition, plot_learning_curves
 from ..modeling.jepa_reasoner import DualTalkerModel, JepaReasonerWithTalker, MonoTalkerModel
 from ..recipes.jepa_reasoner import (
     TALKER_CHAIN_SOURCES,
@@ -350,8 +350,8 @@ def reproduce_curves(
 ) -> ReproductionResult:
     """Every system of `options["systems"]` on every tree size of `options["tree_nodes"]`, the models from
     `build_configs(data, quick)` (the tables' `cpu_configs`) with `options["config_overrides"]` set over them; writes
-    `results.json` (after each system, so a long run that stops keeps what it measured), `results.md` and
-    `curves.png`."""
+    `results.json` (after each system, so a long run that stops keeps what it measured), `results.md`, `curves.png`
+    and, with the decomposition, `decomposition.png`."""
     options = {**options, "mixed_precision": not quick, "batch_size": 8 if quick else 64}
     options["systems"], options["tree_nodes"] = tuple(options["systems"]), tuple(options["tree_nodes"])
     check_curve_options(options)
@@ -389,6 +389,8 @@ def reproduce_curves(
     results["load_average_end"] = os.getloadavg()
     plot_learning_curves(results, output_dir / "curves.png")
     results["plot"] = "curves.png"
+    if plot_decomposition(results, output_dir / "decomposition.png"):
+        results["decomposition_plot"] = "decomposition.png"
     result = ReproductionResult("jepa-reasoner", results, format_curve_tables(results), output_dir)
     result.save()
     return result
