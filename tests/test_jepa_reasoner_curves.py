@@ -203,7 +203,10 @@ def test_quick_curves_keep_evaluation_off_the_clock(tmp_path):
     for row in dual:
         # each checkpoint is reached by the training clock alone (the stages' time), never by evaluation time
         assert row["train_minutes"] == pytest.approx(row["reasoner_minutes"] + row["talker_minutes"])
-        assert row["checkpoint_minutes"] <= row["train_minutes"] < row["checkpoint_minutes"] + 0.01
+        assert row["checkpoint_minutes"] <= row["train_minutes"] < row["checkpoint_minutes"] + 0.02
+    # the whole budget was trained on top of the evaluations (had they counted, the run would end sooner)
+    for system in tree["systems"].values():
+        assert system["wall_seconds"] >= 60 * 0.03 + system["eval_seconds"]
         assert {"reasoner_alone_accuracy", "talker_oracle_accuracy", "cosine_free_running"} <= set(row)
     assert dual[-1]["talker_minutes"] / dual[-1]["train_minutes"] == pytest.approx(0.25, abs=0.1)
     assert sum(row["eval_seconds"] for row in dual) > 0

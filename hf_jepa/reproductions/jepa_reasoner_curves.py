@@ -352,7 +352,9 @@ def reproduce_curves(
     `build_configs(data, quick)` (the tables' `cpu_configs`) with `options["config_overrides"]` set over them; writes
     `results.json` (after each system, so a long run that stops keeps what it measured), `results.md`, `curves.png`
     and, with the decomposition, `decomposition.png`."""
-    options = {**options, "mixed_precision": not quick, "batch_size": 8 if quick else 64}
+    # The tables' training settings: bf16 autocast and batch 64; the quick smoke run uses fp32 and batch 8 as they do.
+    batch_size = 8 if quick else TRAINING_DEFAULTS["per_device_batch_size"]
+    options = {**options, "mixed_precision": not quick, "batch_size": batch_size}
     options["systems"], options["tree_nodes"] = tuple(options["systems"]), tuple(options["tree_nodes"])
     check_curve_options(options)
     output_dir.mkdir(parents=True, exist_ok=True)
