@@ -155,8 +155,12 @@ def plot_seed_bands(
                     continue
                 axis.plot(steps, means, ls=style, color=color, lw=1.4, label=f"{run} {split} (n={len(seeds)})")
                 axis.fill_between(
-                    steps, [m - s for m, s in zip(means, stds)], [m + s for m, s in zip(means, stds)], color=color,
-                    alpha=0.18 if split == "train" else 0.1, lw=0,
+                    steps,
+                    [m - s for m, s in zip(means, stds)],
+                    [m + s for m, s in zip(means, stds)],
+                    color=color,
+                    alpha=0.18 if split == "train" else 0.1,
+                    lw=0,
                 )
             axis.set_title(f"{run}: {name}" if one_column_per_run else name, fontsize=10)
             axis.set_xlabel("step")
