@@ -43,7 +43,7 @@ BF16_TARGET = 0.5
 
 
 def _pct(spread) -> str:
-    return f"{100 * spread.median:.1f}% ({100 * spread.low:.1f}-{100 * spread.high:.1f})"
+    return f"{100 * spread.median:.3g}% ({100 * spread.low:.3g}-{100 * spread.high:.3g})"
 
 
 def _ms(spread) -> str:
