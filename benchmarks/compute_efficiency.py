@@ -80,13 +80,17 @@ def main():
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     preset, scale = ("tiny", 8) if args.quick else ("cpu_fast", None)
-    peaks = {name: measure_peak(dtype, sizes=(256,) if args.quick else (2048, 4096)) for name, dtype in
-             (("fp32", torch.float32), ("bf16", torch.bfloat16))}
+    peaks = {
+        name: measure_peak(dtype, sizes=(256,) if args.quick else (2048, 4096))
+        for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16))
+    }
     for family in FAMILIES:
         row = measure_efficiency(family, preset, scale or BENCHMARK_BATCH[family], args.repeats)
         shares = {p: row.share_of_peak(p, peaks[p]) for p in ("fp32", "bf16")}
-        print(f"{family:14s} {row.shape:36s} {row.flops / 1e9:8.2f} GFLOP/step  fp32 {100 * shares['fp32'].median:5.1f}%"
-              f"  bf16 {100 * shares['bf16'].median:5.1f}% of peak")
+        print(
+            f"{family:14s} {row.shape:36s} {row.flops / 1e9:8.2f} GFLOP/step  fp32 {100 * shares['fp32'].median:5.1f}%"
+            f"  bf16 {100 * shares['bf16'].median:5.1f}% of peak"
+        )
     for family in TRANSFORMER_FAMILIES:
         row = measure_compile(family, preset, scale or BENCHMARK_BATCH[family], args.repeats)
         print(f"{family:14s} compiled/eager step speed-up {row.speedup:.2f}x (compile {row.compile_s:.1f} s)")

@@ -27,10 +27,16 @@ SWEEPS = (
         (16, 32, 48),
         16,
     ),
-    ("frames per sequence", "epm-jepa", "frames", "1 (per-frame encoder, one prediction per step)", (4, 8, 16, 32),
-     (4, 6, 8), 16),
-    ("width (hidden size)", "t-jepa", "width", "2 (matmuls are width x width)", (128, 256, 384, 512), (32, 64, 96),
-     16),
+    (
+        "frames per sequence",
+        "epm-jepa",
+        "frames",
+        "1 (per-frame encoder, one prediction per step)",
+        (4, 8, 16, 32),
+        (4, 6, 8),
+        16,
+    ),
+    ("width (hidden size)", "t-jepa", "width", "2 (matmuls are width x width)", (128, 256, 384, 512), (32, 64, 96), 16),
 )
 
 
@@ -89,8 +95,13 @@ def plot(results: list[SweepResult], path) -> None:
     figure, axes = plt.subplots(1, len(results), figsize=(4 * len(results), 3.4))
     for axis, result in zip(axes, results):
         medians = [s.median for s in result.seconds]
-        errors = [[m - s.low for m, s in zip(medians, result.seconds)], [s.high - m for m, s in zip(medians, result.seconds)]]
-        axis.errorbar(result.values, medians, yerr=errors, marker="o", label=f"measured (k={result.measured_exponent:.2f})")
+        errors = [
+            [m - s.low for m, s in zip(medians, result.seconds)],
+            [s.high - m for m, s in zip(medians, result.seconds)],
+        ]
+        axis.errorbar(
+            result.values, medians, yerr=errors, marker="o", label=f"measured (k={result.measured_exponent:.2f})"
+        )
         scale = medians[0] / result.flops[0]
         axis.plot(result.values, [f * scale for f in result.flops], "--", label=f"FLOPs (k={result.flop_exponent:.2f})")
         axis.set_xscale("log")

@@ -53,18 +53,18 @@ class Workload:
         self.forward = torch.compile(self.model)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _splits() -> MnistSplits:
     return MnistSplits("embedded")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _text(vocab_size: int) -> TextData:
     """The embedded corpus and its tokenizer (trained once per vocabulary size, then shared by every workload)."""
     return TextData("embedded", vocab_size=vocab_size)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _reasoning_data(num_train_examples: int) -> ReasoningData:
     return ReasoningData(_reasoning_args(num_train_examples))
 

@@ -55,7 +55,9 @@ def _sdpa_calls_per_attention_call(model, batch, monkeypatch) -> list[tuple[str,
     seen, handles = [], []
     for module in model.modules():
         if _is_attention(module):
-            handles.append(module.register_forward_pre_hook(lambda m, a: seen.append([type(m).__name__, calls["sdpa"]])))
+            handles.append(
+                module.register_forward_pre_hook(lambda m, a: seen.append([type(m).__name__, calls["sdpa"]]))
+            )
             handles.append(module.register_forward_hook(lambda m, a, o: seen.append([None, calls["sdpa"]])))
     try:
         model(**batch).loss.backward()
