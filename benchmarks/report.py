@@ -156,6 +156,7 @@ def build_report(quick: bool, repeats: int, output: Path, figure: Path) -> str:
             lines.append(f"| {row.name} | {row.task} | {row.precision} | failed: {row.error} | |")
         else:
             throughput = f"{row.throughput.median:,.1f} ({row.throughput.low:,.1f}-{row.throughput.high:,.1f})"
+            throughput += f" ({row.note})" if row.note else ""
             lines.append(f"| {row.name} | {row.task} | {row.precision} | {_ms(row.latency)} | {throughput} |")
     lines.append("")
 

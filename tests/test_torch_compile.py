@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from hf_jepa.cli_settings import build_train_setup, parse_overrides
 from hf_jepa.modeling.bro_jepa import BroJepaConfig
 from hf_jepa.recipes.bro_jepa import BroJepaDataArguments, BroJepaRecipe
 from hf_jepa.trainers import JepaTrainer, TrainingArguments
@@ -27,6 +28,12 @@ def test_torch_compile_refused_with_fsdp():
         TrainingArguments(torch_compile=True, fsdp="fully_shard")
     with pytest.raises(ValueError, match="torch_compile must be true or false"):
         TrainingArguments(torch_compile="yes")
+
+
+def test_cli_set_torch_compile():
+    setup = build_train_setup("bro-jepa", parse_overrides(["torch_compile=true", "data=embedded"]))
+    assert setup.training_args.torch_compile is True
+    assert build_train_setup("bro-jepa", parse_overrides(["data=embedded"])).training_args.torch_compile is False
 
 
 def test_tiny_run_with_torch_compile_trains(embedded_splits, tmp_path):
