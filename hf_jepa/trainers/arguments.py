@@ -37,6 +37,12 @@ class TrainingArguments:
             model's `_no_split_modules` blocks and to the root before the optimiser is built (needs a distributed
             launch: torchrun / `accelerate launch` with the DDP or CPU config, not accelerate's FSDP config). Works on
             CPU (gloo) and GPU (nccl). Default: None (accelerate's own wrapping: DDP, or its FSDP/DeepSpeed plugins).
+
+    Speed:
+        torch_compile: compile the model's forward with `torch.compile` (inductor backend, through accelerate's
+            dynamo plugin when the model is prepared). Off by default: the first steps pay the compilation (tens of
+            seconds on CPU, and it needs a C++ compiler there); `benchmarks/compute_efficiency.py` measures the step
+            time compiled vs eager. Not combined with `fsdp` (refused).
     """
 
     output_dir: str = "outputs/run"
@@ -64,6 +70,7 @@ class TrainingArguments:
     nan_policy: str = "stop"
     gradient_checkpointing: bool = False
     fsdp: str | None = None
+    torch_compile: bool = False
 
     def __post_init__(self):
         _check_str("output_dir", self.output_dir)
@@ -92,10 +99,15 @@ class TrainingArguments:
         if self.fsdp is not None:
             _check_choice("fsdp", self.fsdp, FSDP_MODES)
         flags = ("cpu", "disable_progress_bar", "save_model", "overwrite_output_dir", "allow_pickle_checkpoints")
-        for name in (*flags, "gradient_checkpointing"):
+        for name in (*flags, "gradient_checkpointing", "torch_compile"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
         _check_choice("nan_policy", self.nan_policy, NAN_POLICIES)
+        if self.torch_compile and self.fsdp is not None:
+            raise ValueError(
+                f"torch_compile cannot be combined with fsdp={self.fsdp!r} (the fully_shard path is not prepared by "
+                "accelerate, which applies the compilation): set one of them"
+            )
         self.resume_allow_changes = _allowed_changes(self.resume_allow_changes)
         if self.overwrite_output_dir and self.resume_from_checkpoint:
             raise ValueError(

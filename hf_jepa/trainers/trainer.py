@@ -153,6 +153,8 @@ class JepaTrainer:
             gradient_accumulation_steps=args.gradient_accumulation_steps,
             log_with=trackers or None,
             project_config=project,
+            # `prepare` wraps the model in torch.compile; None keeps accelerate's default (its env/config setting).
+            dynamo_backend="inductor" if args.torch_compile else None,
         )
 
     def train(self) -> TrainResult:

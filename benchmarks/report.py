@@ -1,0 +1,223 @@
+"""`make benchmark`'s speed report: every ratio below measured in one run on this machine and written to
+reports/benchmarks.md (+ reports/benchmark_scaling.png), with the machine, library versions, thread count and the
+load average before and after.
+
+1. Matmul peak: best of several repeats of 2048 and 4096 square products, fp32 and bf16 (`timing.measure_peak`).
+2. Compute efficiency of each family's training step at its benchmark size: achieved FLOP/s (FLOPs counted by
+   torch's FLOP counter, forward + backward) over the peak of the same dtype from section 1.
+3. torch.compile vs eager step time of the transformer families (bf16 autocast, as they train).
+4. Inference: every pipeline's latency at batch 1 and throughput at batch 256, model in fp32 and bf16.
+5. Scaling: step time vs batch, sequence length, frames and width, measured exponents beside the expected ones.
+
+Run: `make benchmark` (after time_to_accuracy.py), or `python benchmarks/report.py [--quick] [--output PATH]`.
+`--quick` (tiny presets and sizes, a smaller peak, no compilation) checks that everything runs and that the report
+has its structure; its numbers mean nothing."""
+
+import argparse
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+import torch
+from compute_efficiency import BENCHMARK_BATCH, measure_compile, measure_efficiency
+from inference import measure_all
+from machine import load_average, machine_info
+from scaling import plot, run_all
+from timing import measure_peak
+from workloads import FAMILIES, TRANSFORMER_FAMILIES
+
+REPORTS = Path(__file__).resolve().parents[1] / "reports"
+SECTIONS = (
+    "## Machine",
+    "## 1. Matmul peak",
+    "## 2. Compute efficiency of the training step",
+    "## 3. torch.compile vs eager",
+    "## 4. Inference",
+    "## 5. Scaling",
+)
+NON_FINITE = re.compile(r"\b(nan|inf)\b", re.IGNORECASE)
+# The issue's target for the transformer families' bf16 training step.
+BF16_TARGET = 0.5
+
+
+def _pct(spread) -> str:
+    return f"{100 * spread.median:.3g}% ({100 * spread.low:.3g}-{100 * spread.high:.3g})"
+
+
+def _ms(spread) -> str:
+    return f"{1e3 * spread.median:.2f} ({1e3 * spread.low:.2f}-{1e3 * spread.high:.2f})"
+
+
+def build_report(quick: bool, repeats: int, output: Path, figure: Path) -> str:
+    started, load_start = time.perf_counter(), load_average()
+    preset = "tiny" if quick else "cpu_fast"
+    lines = [
+        "# Speed benchmarks" + (" (--quick smoke run: tiny sizes, the numbers mean nothing)" if quick else ""),
+        "",
+        "Written by `benchmarks/report.py` (`make benchmark`). Every ratio compares two measurements of the same run "
+        "on the machine below; figures are the median over repeats, with (min-max) over the repeats.",
+        "",
+    ]
+
+    lines += [SECTIONS[0], "", "| | |", "|---|---|"]
+    lines += [f"| {key} | {value} |" for key, value in machine_info().items()]
+    lines += [f"| load average (1 min) at start | {load_start:.2f} |", ""]
+
+    sizes = (256, 512) if quick else (2048, 4096)
+    peaks = {
+        name: measure_peak(dtype, sizes=sizes, repeats=3 if quick else 7)
+        for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16))
+    }
+    lines += [
+        SECTIONS[1],
+        "",
+        "Best of the repeats of each square size (`torch.mm`, after a warm-up); the peak is the best over sizes. A busy "
+        "core only makes a product slower, so best-of is the robust estimate of what the machine can do.",
+        "",
+        "| dtype | peak GFLOP/s | " + " | ".join(f"{s}x{s} GFLOP/s" for s in sizes) + " | repeats | load before | "
+        "load after |",
+        "|---|---|" + "---|" * len(sizes) + "---|---|---|",
+    ]
+    for name, peak in peaks.items():
+        per_size = " | ".join(f"{peak.by_size[s] / 1e9:.1f}" for s in sizes)
+        lines.append(
+            f"| {name} | {peak.flops_per_s / 1e9:.1f} | {per_size} | {peak.repeats} | {peak.load_before:.2f} | "
+            f"{peak.load_after:.2f} |"
+        )
+    lines.append("")
+
+    lines += [
+        SECTIONS[2],
+        "",
+        "Achieved FLOP/s = FLOPs of one step (forward + backward + target-encoder forward, counted by "
+        "`torch.utils.flop_counter.FlopCounterMode`; element-wise work is not counted, so this is a lower bound) / "
+        "step time (forward, backward, AdamW step). Share of peak = achieved / the peak of the same dtype above. "
+        f"Target for the transformer families ({', '.join(TRANSFORMER_FAMILIES)}): >= {BF16_TARGET:.0%} of the bf16 "
+        "peak.",
+        "",
+        "| family | batch | GFLOP/step | fp32 step ms | fp32 % of peak | bf16 step ms | bf16 % of peak | bf16 speed-up "
+        "| throughput bf16 | bf16 target |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    efficiency = []
+    for family in FAMILIES:
+        row = measure_efficiency(family, preset, 8 if quick else BENCHMARK_BATCH[family], repeats)
+        efficiency.append(row)
+        share = {p: row.share_of_peak(p, peaks[p]) for p in ("fp32", "bf16")}
+        target = (
+            ("met" if share["bf16"].median >= BF16_TARGET else "not met") if family in TRANSFORMER_FAMILIES else "n/a"
+        )
+        rate = row.seconds["bf16"].scaled(row.units)
+        lines.append(
+            f"| {family} | {row.shape} | {row.flops / 1e9:.2f} | {_ms(row.seconds['fp32'])} | {_pct(share['fp32'])} | "
+            f"{_ms(row.seconds['bf16'])} | {_pct(share['bf16'])} | "
+            f"{row.seconds['fp32'].median / row.seconds['bf16'].median:.2f}x | {rate.median:,.0f} {row.unit}/s | "
+            f"{target} |"
+        )
+    lines.append("")
+
+    lines += [SECTIONS[3], ""]
+    if quick:
+        lines += ["Not measured in `--quick` (compiling takes tens of seconds per family).", ""]
+    else:
+        lines += [
+            "Same workload, bf16 autocast; the compiled model is `torch.compile(model)` (inductor), what "
+            "`TrainingArguments(torch_compile=True)` (`--set torch_compile=true`) applies through accelerate. "
+            "First step = tracing + code generation, paid once per run (and per new input shape).",
+            "",
+            "| family | eager step ms | compiled step ms | speed-up | first compiled step s |",
+            "|---|---|---|---|---|",
+        ]
+        for family in TRANSFORMER_FAMILIES:
+            try:
+                row = measure_compile(family, preset, BENCHMARK_BATCH[family], repeats)
+                lines.append(
+                    f"| {family} | {_ms(row.eager)} | {_ms(row.compiled)} | {row.speedup:.2f}x | {row.compile_s:.1f} |"
+                )
+            except Exception as error:  # a compiler missing or failing here must not lose the rest of the report
+                lines.append(f"| {family} | failed: {type(error).__name__}: {str(error).splitlines()[0][:120]} | | | |")
+        lines.append("")
+
+    batch = 8 if quick else 256
+    lines += [
+        SECTIONS[4],
+        "",
+        f"Pipelines on the folders the trainer writes ({preset} preset after one step); latency = one input per call "
+        f"(ms), throughput = {batch} inputs in one call with `batch_size={batch}` (inputs/s). bf16 = "
+        "`pipe.model.to(torch.bfloat16)`.",
+        "",
+        "| pipeline | task | precision | latency batch 1 ms | throughput batch " + str(batch) + " /s |",
+        "|---|---|---|---|---|",
+    ]
+    for row in measure_all(preset, batch, repeats=3 if quick else 7, quick=quick):
+        if row.error:
+            lines.append(f"| {row.name} | {row.task} | {row.precision} | failed: {row.error} | |")
+        else:
+            throughput = f"{row.throughput.median:,.1f} ({row.throughput.low:,.1f}-{row.throughput.high:,.1f})"
+            throughput += f" ({row.note})" if row.note else ""
+            lines.append(f"| {row.name} | {row.task} | {row.precision} | {_ms(row.latency)} | {throughput} |")
+    lines.append("")
+
+    results = run_all(preset, quick, repeats=2 if quick else 3)
+    plot(results, figure)
+    lines += [
+        SECTIONS[5],
+        "",
+        "Step time (bf16 autocast) over a sweep of one size, the others fixed; `k` is the least-squares slope of log "
+        "time on log size. Expected: the textbook exponent for a compute-bound step, and the exponent of the step's "
+        "counted FLOPs over the same sweep. Measured below expected = fixed per-step costs or small, inefficient "
+        f"kernels at the small end. Figure: `{figure.name}` (beside this report).",
+        "",
+        "| sweep | family | sizes | step ms per size | measured k | FLOPs k | textbook k |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for result in results:
+        times = ", ".join(f"{1e3 * s.median:.1f}" for s in result.seconds)
+        lines.append(
+            f"| {result.name} | {result.family} | {', '.join(map(str, result.values))} | {times} | "
+            f"{result.measured_exponent:.2f} | {result.flop_exponent:.2f} | {result.textbook} |"
+        )
+    lines += [
+        "",
+        f"Load average (1 min) at the end: {load_average():.2f} on {os.cpu_count()} cores; whole report "
+        f"{time.perf_counter() - started:.0f} s.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def check_report(text: str) -> list[str]:
+    """What is wrong with a report's structure: a missing section, or a non-finite number in a ratio column."""
+    problems = [f"missing section {section!r}" for section in SECTIONS if section not in text]
+    for line in text.splitlines():
+        if line.startswith("|") and NON_FINITE.search(line):
+            problems.append(f"non-finite value in: {line}")
+    return problems
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny presets and sizes: a structure check, seconds")
+    parser.add_argument("--repeats", type=int, default=None, help="timed repeats per measurement (default 5; 2 quick)")
+    parser.add_argument("--output", type=Path, default=REPORTS / "benchmarks.md")
+    parser.add_argument("--figure", type=Path, default=None, help="default: benchmark_scaling.png beside --output")
+    args = parser.parse_args(argv)
+    repeats = args.repeats or (2 if args.quick else 5)
+    if repeats < 2:
+        parser.error(f"--repeats must be >= 2 (a spread needs two measurements), got {repeats}")
+    output = args.output.resolve()
+    output.parent.mkdir(parents=True, exist_ok=True)
+    figure = (args.figure or output.parent / "benchmark_scaling.png").resolve()
+    text = build_report(args.quick, repeats, output, figure)
+    output.write_text(text)
+    problems = check_report(text)
+    print(text)
+    for problem in problems:
+        print(f"report problem: {problem}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
