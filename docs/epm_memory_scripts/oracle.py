@@ -27,6 +27,7 @@ ap.add_argument("--track")
 ap.add_argument("--steps", type=int, default=300)
 ap.add_argument("--lr", type=float, default=1e-3)
 ap.add_argument("--set", nargs="*", default=[])
+ap.add_argument("--train-base", action="store_true")
 a = ap.parse_args()
 overrides = dict(s.split("=", 1) for s in a.set)
 t0 = time.time()
@@ -60,6 +61,17 @@ def train_batch(step, rank, batch_size):
 
 
 recipe.train_batch = train_batch
+if a.train_base:  # the predictor base trains with the memory (not the paper's frozen base)
+    original_build = recipe.build_model
+
+    def build_model():
+        model = original_build()
+        for name, p in model.predictor.named_parameters():
+            if "lora_" not in name:
+                p.requires_grad_(True)
+        return model
+
+    recipe.build_model = build_model
 original_warm = EpmJepaModel.warm_experience
 
 
@@ -97,6 +109,7 @@ def mean(k):
 print(
     json.dumps(
         {
+            "train_base": a.train_base,
             "track": a.track,
             "steps": a.steps,
             "overrides": overrides,
