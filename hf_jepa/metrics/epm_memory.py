@@ -13,6 +13,7 @@ evaluating never changes a model: "adaptation without gradient steps" is only th
 """
 
 import contextlib
+import math
 
 import torch
 
@@ -94,6 +95,69 @@ def adaptation_curve(model, episodes: dict[float, dict[str, torch.Tensor]], ks) 
     return curves
 
 
+@torch.no_grad()
+def memory_path_diagnostics(model, query: torch.Tensor, support: torch.Tensor, other_support: torch.Tensor) -> dict:
+    """Does the memory path of a track-B or -C model listen to the buffer? Measured on the context windows of `query`
+    `(N, T, C, H, W)` with the buffer filled from `support` and, for the change, from `other_support` (e.g. another
+    gravity's sequences). The buffer is restored. Returns plain floats:
+
+    - `attention_entropy_ratio`: the aggregator's attention entropy over the memory tokens divided by its maximum
+      `log(tokens)` (1.0: uniform, `e_agg` is the plain mean of the encoded entries whatever the query);
+    - `experience_change`: mean `||e_agg(support) - e_agg(other)|| / ||e_agg(support)||` per window;
+    - track C: `delta_relative_norm` (mean `||scaling U diag(d) V^T||_F / ||W||_F` over windows and targeted layers),
+      `delta_change_over_buffers` (the same for the difference of the two buffers' deltas) and `d_change` (mean
+      `|d(support) - d(other)|`);
+    - track B: `injection_relative_norm` (`||injection|| / ||first hidden state||`) and `injection_change_over_buffers`
+      (the same for the difference of the two buffers' injections)."""
+    if model.experience_encoder is None:
+        raise ValueError(f"track {model.config.track!r} has no memory path (use track 'ei' or 'epm')")
+    encoder = model.experience_encoder
+    windows = model.context_windows(model.encode(query)).flatten(0, 1)
+    current = windows[:, -1]
+    readings = {}
+    with kept_experience(model):
+        for name, sequences in (("support", support), ("other", other_support)):
+            model.reset_experience()
+            model.warm_experience(sequences)
+            memory = encoder.encode_entries(model.experience_buffer.valid_entries())
+            _, weights = encoder.aggregator(encoder.query_projection(current)[None], memory, memory, need_weights=True)
+            entropy = -(weights[0] * weights[0].clamp_min(1e-12).log()).sum(-1).mean()
+            readings[name] = {
+                "experience": model.aggregate_experience(current),
+                "entropy_ratio": float(entropy) / math.log(memory.shape[1]) if memory.shape[1] > 1 else 1.0,
+            }
+    first, second = readings["support"]["experience"], readings["other"]["experience"]
+    result = {
+        "attention_entropy_ratio": readings["support"]["entropy_ratio"],
+        "experience_change": float(((first - second).norm(dim=-1) / first.norm(dim=-1).clamp_min(1e-12)).mean()),
+    }
+    if model.config.track == "epm":
+        d_first, d_second = model.lora_modulation(first), model.lora_modulation(second)
+        relative, change = [], []
+        for index, layer in enumerate(model._lora_layers):
+            adapter = next(iter(layer.lora_A))
+            a, b = layer.lora_A[adapter].weight.float(), layer.lora_B[adapter].weight.float()
+            scale = layer.scaling[adapter] / layer.base_layer.weight.float().norm()
+            # ||U diag(d) V^T||_F per row, from d^T (U^T U * V^T V) d (no dense delta per row)
+            gram = (b.T @ b) * (a @ a.T)
+            for d, into in ((d_first[:, index], relative), (d_first[:, index] - d_second[:, index], change)):
+                norms = torch.einsum("nr,rs,ns->n", d.float(), gram, d.float()).clamp_min(0).sqrt()
+                into.append(float(scale * norms.mean()))
+        result.update(
+            delta_relative_norm=sum(relative) / len(relative),
+            delta_change_over_buffers=sum(change) / len(change),
+            d_change=float((d_first - d_second).abs().mean()),
+        )
+    else:
+        hidden = torch.nn.functional.gelu(model.predictor.layers[0](windows.flatten(1))).norm(dim=-1)
+        injected, other = model.experience_injection(first), model.experience_injection(second)
+        result.update(
+            injection_relative_norm=float((injected.norm(dim=-1) / hidden).mean()),
+            injection_change_over_buffers=float(((injected - other).norm(dim=-1) / hidden).mean()),
+        )
+    return result
+
+
 def trajectory_summary(points: list[tuple[int, float]]) -> dict[str, float]:
     """For a D_shift(n) curve `[(n, D), ...]`: the peak (best, lowest D) step and value, the final value, and the
     post-peak divergence `D(final) - D(peak)` (> 0: the curve turned back up after its best point)."""
@@ -137,6 +201,7 @@ __all__ = [
     "farthest_gravity",
     "kept_experience",
     "mean_episodic_error",
+    "memory_path_diagnostics",
     "settling_bump",
     "trajectory_summary",
 ]

@@ -142,6 +142,7 @@ def reproduce_epm_jepa(
     lora_ranks: tuple[int, ...] = (2, 8, 32),
     weight_decays: tuple[float, ...] = (0.0, 0.1, 1.0),
     eval_every: int = 5,
+    modulation_init: str = "unit",
 ) -> ReproductionResult:
     """The pre-registered comparison: per seed, pretrain a vanilla base on g = 0, then run the experience phase
     (`experience_steps` = n, default 50) for each track from that base and measure D_shift(n). `quick=True` is a
@@ -149,8 +150,9 @@ def reproduce_epm_jepa(
 
     `protocol="episodic"` runs the memory experiments of `epm_jepa_episodic` instead (one gravity per episode,
     buffer from the current episode; default n = 200): buffer swap, adaptation over `adaptation_ks`, D_shift(n)
-    every `eval_every` steps, LoRA freezes at `freeze_at`, and track C over `lora_ranks` x `weight_decays`. The
-    options after `protocol` apply to it only."""
+    every `eval_every` steps, LoRA freezes at `freeze_at`, and track C over `lora_ranks` x `weight_decays`, with
+    track C's `EpmJepaConfig.modulation_init` (docs/epm_memory_diagnosis.md). The options after `protocol` apply
+    to it only."""
     output_dir = Path(output_dir or "outputs/reproduce-epm-jepa")
     if protocol not in ("current", "episodic"):
         raise ValueError(f"protocol must be 'current' or 'episodic', got {protocol!r}")
@@ -175,6 +177,7 @@ def reproduce_epm_jepa(
             lora_ranks=tuple(lora_ranks),
             weight_decays=tuple(weight_decays),
             eval_every=eval_every,
+            modulation_init=modulation_init,
         )
     experience_steps = experience_steps or 50
     splits = MnistSplits(data)

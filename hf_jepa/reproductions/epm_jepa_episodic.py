@@ -131,11 +131,17 @@ def reproduce_episodic(
     lora_ranks: tuple[int, ...],
     weight_decays: tuple[float, ...],
     eval_every: int,
+    modulation_init: str = "unit",
 ) -> ReproductionResult:
     """The episodic protocol and its four memory experiments (module docstring); writes `results.json`,
     `results.md`, `diagnostics.png` (D_shift(n) and the mechanism curves), `adaptation.png` and `sigma_vs_d.png`."""
     splits = MnistSplits(data)
-    make_config = getattr(EpmJepaConfig, preset)
+    preset_config = getattr(EpmJepaConfig, preset)
+
+    def make_config(**overrides) -> EpmJepaConfig:
+        """The preset with track C's `modulation_init` (unused by tracks A and B)."""
+        return preset_config(**{"modulation_init": modulation_init, **overrides})
+
     pretrain_steps = pretrain_steps or TRAINING_DEFAULTS["max_steps"]
     # The settling bump needs D_shift at the freeze step, measured every `eval_every` steps.
     freeze_at = tuple(sorted(f for f in freeze_at if 0 < f < experience_steps and f % eval_every == 0))
@@ -250,6 +256,7 @@ def reproduce_episodic(
         pretrain_steps=pretrain_steps,
         seeds=list(seeds),
         preset=preset,
+        modulation_init=modulation_init,
         episode_support=episode_support,
         eval_gravities=list(EPISODIC_EVAL_GRAVITIES),
         unseen_gravities=list(EPISODIC_UNSEEN_GRAVITIES),

@@ -9,6 +9,7 @@ TRACK_NAMES = {
     "epm": "C: EPM-JEPA (dynamic LoRA)",
 }
 BUFFER_ENTRIES = ("pair", "pair_residual")
+MODULATION_INITS = ("unit", "zero")
 
 
 class EpmJepaConfig(PretrainedConfig):
@@ -64,6 +65,13 @@ class EpmJepaConfig(PretrainedConfig):
         lora_target_modules (`str` or `list[str]`): peft `target_modules`: the predictor linear layers that get a
             modulated delta (a regex over full module names, by default every predictor base layer).
         hypernetwork_hidden_size (`int`, *optional*, defaults to 128): hidden width of the hypernetwork `e_agg -> d`.
+        modulation_init (`str`, *optional*, defaults to `"unit"`): how track C starts so that `dW = 0` (the base
+            predictor exactly). `"unit"`: the hypernetwork outputs `d = 1` and `U` is zero (peft's LoRA init), so `dW`
+            starts as a static LoRA that experience only rescales; no gradient reaches the hypernetwork, aggregator or
+            memory encoder until `U` has grown (measured in docs/epm_memory_diagnosis.md: after 60 episodic steps `d`
+            differs by ~1% between a same-g and a different-g buffer and the memory does nothing). `"zero"`: the
+            hypernetwork outputs `d = 0` and `U` is random like `V`, so every part of `dW = U diag(d) V^T` comes from
+            experience (the paper's form) and the gradient reaches the memory path from the first step.
         invariance_weight, variance_weight, covariance_weight (`float`): weights of the latent prediction loss and
             the VICReg variance/covariance terms on the context latents (25, 25, 1 as VICReg).
         ema_momentum, ema_momentum_end (`float`): EMA target momentum, linear from the first to the second over a
@@ -96,6 +104,7 @@ class EpmJepaConfig(PretrainedConfig):
         lora_alpha: float = 8.0,
         lora_target_modules: str | list | None = None,
         hypernetwork_hidden_size: int = 128,
+        modulation_init: str = "unit",
         invariance_weight: float = 25.0,
         variance_weight: float = 25.0,
         covariance_weight: float = 1.0,
@@ -125,6 +134,7 @@ class EpmJepaConfig(PretrainedConfig):
         self.lora_alpha = float(lora_alpha)
         self.lora_target_modules = lora_target_modules if lora_target_modules is not None else r"predictor\.layers\.\d+"
         self.hypernetwork_hidden_size = hypernetwork_hidden_size
+        self.modulation_init = modulation_init
         self.invariance_weight = invariance_weight
         self.variance_weight = variance_weight
         self.covariance_weight = covariance_weight
@@ -136,7 +146,11 @@ class EpmJepaConfig(PretrainedConfig):
 
     def validate(self):
         """Raise `ValueError` naming the first invalid field."""
-        for field, allowed in (("track", TRACKS), ("buffer_entry", BUFFER_ENTRIES)):
+        for field, allowed in (
+            ("track", TRACKS),
+            ("buffer_entry", BUFFER_ENTRIES),
+            ("modulation_init", MODULATION_INITS),
+        ):
             if getattr(self, field) not in allowed:
                 raise ValueError(f"EpmJepaConfig.{field} must be one of {allowed}, got {getattr(self, field)!r}")
         positive_ints = (

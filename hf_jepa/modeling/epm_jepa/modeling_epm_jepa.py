@@ -56,6 +56,7 @@ EXPERIENCE_ADAPTER_FIELDS = (
     "lora_alpha",
     "lora_target_modules",
     "hypernetwork_hidden_size",
+    "modulation_init",
 )
 
 
@@ -277,15 +278,16 @@ class EpmJepaExperienceEncoder(nn.Module):
 
 
 class EpmJepaHypernetwork(nn.Module):
-    """`e_agg -> d`: one rank-`r` diagonal per targeted layer. Initialised to output `d = 1` (zero last weight, unit
-    bias), so at the start the modulated delta is plain LoRA, which peft initialises to zero."""
+    """`e_agg -> d`: one rank-`r` diagonal per targeted layer. The last layer's weight starts at zero, its bias at one
+    (`modulation_init="unit"`: `d = 1`, so the delta starts as plain LoRA, which peft initialises to zero) or at zero
+    (`"zero"`: `d = 0` while `U` is random, so the delta starts at zero and only experience can make it)."""
 
     def __init__(self, config: EpmJepaConfig, num_layers: int):
         super().__init__()
         self.num_layers, self.rank = num_layers, config.lora_rank
         self.hidden = nn.Linear(config.memory_dim, config.hypernetwork_hidden_size)
         self.output = nn.Linear(config.hypernetwork_hidden_size, num_layers * config.lora_rank)
-        self.output._hf_jepa_init = "unit_bias"
+        self.output._hf_jepa_init = "unit_bias" if config.modulation_init == "unit" else "zeros"
 
     def forward(self, experience: torch.Tensor) -> torch.Tensor:
         """`(N, memory_dim)` -> `(N, num_layers, rank)`."""
@@ -514,7 +516,8 @@ class EpmJepaModel(EpmJepaPreTrainedModel):
             )
         for _, layer in layers:
             layer.lora_A[ADAPTER_NAME]._hf_jepa_init = "lora_A"
-            layer.lora_B[ADAPTER_NAME]._hf_jepa_init = "zeros"
+            # With d = 0 at the start ("zero") U must not be zero too, or no gradient could reach d or U.
+            layer.lora_B[ADAPTER_NAME]._hf_jepa_init = "zeros" if self.config.modulation_init == "unit" else "lora_A"
         self._lora_layers = [layer for _, layer in layers]
 
     # ------------------------------------------------------------------ EMA target housekeeping

@@ -1,0 +1,18 @@
+"""memory_path_diagnostics on trained run folders: query + support of g=0.1, other support of g=0.6 (eval episodes)."""
+
+import json
+import sys
+
+from hf_jepa.data import MnistSplits
+from hf_jepa.metrics.epm_memory import memory_path_diagnostics
+from hf_jepa.modeling.epm_jepa import EpmJepaModel
+from hf_jepa.recipes.epm_jepa import EpmJepaDataArguments, build_episodic_eval
+
+splits = MnistSplits("/work/shared/data/mnist")
+eps = build_episodic_eval(
+    splits, EpmJepaDataArguments(data="/work/shared/data/mnist", eval_sequences=64, episode_support=8), 64
+)
+for folder in sys.argv[1:]:
+    model = EpmJepaModel.from_pretrained(folder).eval()
+    d = memory_path_diagnostics(model, eps[0.1]["query"], eps[0.1]["support"], eps[0.6]["support"])
+    print(folder, json.dumps({k: float(f"{v:.4g}") for k, v in d.items()}))
