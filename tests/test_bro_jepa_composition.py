@@ -181,8 +181,29 @@ def test_defaults_keep_the_earlier_loss_and_old_configs_load():
     config = BroJepaConfig.tiny()
     assert (config.composition_mode, config.composition_max_n, config.additive_residual) == ("rollout", 9, False)
     old = config.to_dict()
-    for key in ("composition_mode", "composition_max_n", "additive_residual"):
+    for key in ("composition_mode", "composition_max_n", "composition_loss_type", "additive_residual"):
         old.pop(key)
     assert BroJepaConfig.from_dict(old).composition_max_n == 9
     assert BroJepaConfig.tiny(modulus=7).composition_max_n == 6
     assert math.isclose(BroJepaConfig.tiny(modulus=7).initial_angle, 2 * math.pi / 7)
+
+
+def test_cosine_composition_distance_ignores_the_norm():
+    """Constant shift `P(z, k) = z + c`: from `z = 0`, `P(z, nk) = c` and `P^n(z, k) = n c` are parallel, so the
+    cosine form is 0 where the mean squared error is `25.5 mean(c^2)`; from `z` orthogonal to `c` with `|z| = |c|`,
+    `cos(z + c, z + n c) = (1 + n) / (sqrt(2) sqrt(1 + n^2))`."""
+    model = tiny_model(
+        predictor_type="additive_mlp",
+        additive_residual=True,
+        composition_mode="rollout_stopgrad",
+        composition_loss_type="cosine",
+    )
+    make_constant_shift(model)
+    zero = torch.zeros(6, LATENT_DIM, dtype=torch.float64)
+    assert model.composition_loss(zero, OPS).item() < 1e-6
+    orthogonal = torch.zeros(6, LATENT_DIM, dtype=torch.float64)
+    orthogonal[:, 0] = shift_vector().norm()  # c[0] = 0, so z = |c| e_0 is orthogonal to c and as long
+    expected = sum(1 - (1 + n) / (math.sqrt(2) * math.sqrt(1 + n * n)) for n in range(2, 10)) / 8
+    assert model.composition_loss(orthogonal, OPS).item() == pytest.approx(expected, rel=1e-5)
+    with pytest.raises(ValueError, match="BroJepaConfig.composition_loss_type"):
+        BroJepaConfig.tiny(composition_loss_type="smooth_l1")

@@ -12,6 +12,7 @@ LOSS_TYPES = ("mse", "smooth_l1", "cosine")
 PROTOTYPE_METRICS = ("cosine", "euclidean")
 CNN_DOWNSAMPLING = ("max_pool", "stride")
 COMPOSITION_MODES = ("rollout", "rollout_stopgrad", "group", "labelled_target")
+COMPOSITION_LOSS_TYPES = ("mse", "cosine")
 
 
 class BroJepaConfig(PretrainedConfig):
@@ -65,6 +66,9 @@ class BroJepaConfig(PretrainedConfig):
             `"labelled_target"`: `mean_n ||P(z, n k) - t_{(x + n k) mod modulus}||^2` with `t_c` the batch mean of the
             EMA target latents of class `c`; it needs `labels` and uses the classes of the unseen ops, so it is
             supervision of those ops, not zero-shot.
+        composition_loss_type (`str`, *optional*, defaults to `"mse"`): distance of every composition term: `"mse"`
+            (mean squared error over the latent) or `"cosine"` (`1 - cos`, blind to the norm, like the cosine class
+            prototypes that score the predictions).
         composition_max_n (`int`, *optional*): largest multiple `n` of the rollout and labelled modes; defaults to
             `modulus - 1` (every op up to +-(modulus - 1)). `2` touches only +-2, which leaves +-3.. +-(modulus - 1)
             unseen by every loss term (a strict zero-shot test of those).
@@ -103,6 +107,7 @@ class BroJepaConfig(PretrainedConfig):
         additive_residual: bool = False,
         composition_weight: float = 0.0,
         composition_mode: str = "rollout",
+        composition_loss_type: str = "mse",
         composition_max_n: int | None = None,
         loss_type: str = "mse",
         invariance_weight: float = 25.0,
@@ -136,6 +141,7 @@ class BroJepaConfig(PretrainedConfig):
         self.additive_residual = additive_residual
         self.composition_weight = composition_weight
         self.composition_mode = composition_mode
+        self.composition_loss_type = composition_loss_type
         self.composition_max_n = composition_max_n if composition_max_n is not None else modulus - 1
         self.loss_type = loss_type
         self.invariance_weight = invariance_weight
@@ -162,6 +168,7 @@ class BroJepaConfig(PretrainedConfig):
             "prototype_metric": PROTOTYPE_METRICS,
             "cnn_downsampling": CNN_DOWNSAMPLING,
             "composition_mode": COMPOSITION_MODES,
+            "composition_loss_type": COMPOSITION_LOSS_TYPES,
         }
         for field, allowed in choices.items():
             value = getattr(self, field)

@@ -532,8 +532,17 @@ class BroJepaModel(BroJepaPreTrainedModel):
                 direct = self.predictor(latent, n * operations)
                 # Detached, the rollout is a fixed target: the loss cannot shorten the +-1 chain to meet P(z, nk).
                 target = rolled.detach() if mode == "rollout_stopgrad" else rolled
-                terms.append(F.mse_loss(direct.float(), target.float()))
+                terms.append(self._composition_distance(direct, target).mean())
         return torch.stack(terms).mean()
+
+    def _composition_distance(self, prediction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """Per-sample distance of the composition loss, in float32: mean squared error over the latent
+        (`composition_loss_type="mse"`, so the batch mean is `F.mse_loss`) or `1 - cos` (`"cosine"`, blind to the
+        norm, as the cosine class prototypes are)."""
+        prediction, target = prediction.float(), target.float()
+        if self.config.composition_loss_type == "cosine":
+            return 1.0 - F.cosine_similarity(prediction, target, dim=-1)
+        return (prediction - target).pow(2).mean(-1)
 
     def _group_law_loss(self, latent: torch.Tensor) -> torch.Tensor:
         """`||P(P(z, a), b) - P(z, a + b)||^2 + ||P(P(z, a), -a) - z||^2`, batch means, with `a` uniform over the
@@ -552,7 +561,8 @@ class BroJepaModel(BroJepaPreTrainedModel):
         two_steps = self.predictor(self.predictor(latent, first), second)
         direct = torch.where((composed == 0)[:, None], latent, self.predictor(latent, composed))
         inverse = self.predictor(self.predictor(latent, first), -first)
-        return F.mse_loss(two_steps.float(), direct.float()) + F.mse_loss(inverse.float(), latent.float())
+        distance = self._composition_distance
+        return distance(two_steps, direct).mean() + distance(inverse, latent).mean()
 
     def _labelled_composition_loss(self, latent, operations, target_latent, labels) -> torch.Tensor:
         """`mean_n ||P(z, n k) - t_{(x + n k) mod modulus}||^2` over the samples whose class `(x + n k)` occurs among
@@ -568,7 +578,7 @@ class BroJepaModel(BroJepaPreTrainedModel):
             composed_class = (labels + (n - 1) * operations) % modulus  # x + n k = (x + k) + (n - 1) k
             present = counts[composed_class] > 0
             direct = self.predictor(latent, n * operations).float()
-            error = (direct - class_means[composed_class]).pow(2).mean(-1)
+            error = self._composition_distance(direct, class_means[composed_class])
             terms.append((error * present).sum() / present.sum().clamp(min=1))
         return torch.stack(terms).mean()
 
