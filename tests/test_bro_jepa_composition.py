@@ -181,7 +181,8 @@ def test_defaults_keep_the_earlier_loss_and_old_configs_load():
     config = BroJepaConfig.tiny()
     assert (config.composition_mode, config.composition_max_n, config.additive_residual) == ("rollout", 9, False)
     old = config.to_dict()
-    for key in ("composition_mode", "composition_max_n", "composition_loss_type", "additive_residual"):
+    keys = ("composition_mode", "composition_max_n", "composition_loss_type", "additive_input", "additive_residual")
+    for key in keys:
         old.pop(key)
     assert BroJepaConfig.from_dict(old).composition_max_n == 9
     assert BroJepaConfig.tiny(modulus=7).composition_max_n == 6
@@ -207,3 +208,24 @@ def test_cosine_composition_distance_ignores_the_norm():
     assert model.composition_loss(orthogonal, OPS).item() == pytest.approx(expected, rel=1e-5)
     with pytest.raises(ValueError, match="BroJepaConfig.composition_loss_type"):
         BroJepaConfig.tiny(composition_loss_type="smooth_l1")
+
+
+def test_concatenated_op_embedding_is_read_exactly():
+    """`MLP([z, k v])`: with the first layer reading only the op half (`v = e_0`, unit 0 reads `k`, unit 1 reads
+    `-k`) and the output `c (h_0 - h_1)`, the predictor is `P(z, k) = k c` for every `z` (no residual), because
+    `GELU(k) - GELU(-k) = k`; the summed form's first layer has half the inputs."""
+    model = tiny_model(predictor_type="additive_mlp", additive_input="concat")
+    summed = tiny_model(predictor_type="additive_mlp")
+    assert model.predictor.mlp[0].in_features == 2 * summed.predictor.mlp[0].in_features == 2 * LATENT_DIM
+    predictor = model.predictor
+    with torch.no_grad():
+        predictor.operation_direction.zero_()[0] = 1.0
+        for layer in (predictor.mlp[0], predictor.mlp[2]):
+            layer.weight.zero_(), layer.bias.zero_()
+        predictor.mlp[0].weight[0, LATENT_DIM], predictor.mlp[0].weight[1, LATENT_DIM] = 1.0, -1.0
+        predictor.mlp[2].weight[:, 0], predictor.mlp[2].weight[:, 1] = shift_vector(), -shift_vector()
+    latent = torch.randn(6, LATENT_DIM, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    ops = torch.tensor([1, -1, 2, -5, 9, 3])
+    assert torch.allclose(model.predict(latent, ops), ops[:, None] * shift_vector(), atol=1e-12)
+    with pytest.raises(ValueError, match="BroJepaConfig.additive_input"):
+        BroJepaConfig.tiny(additive_input="product")

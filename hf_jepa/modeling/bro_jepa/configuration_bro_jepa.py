@@ -13,6 +13,7 @@ PROTOTYPE_METRICS = ("cosine", "euclidean")
 CNN_DOWNSAMPLING = ("max_pool", "stride")
 COMPOSITION_MODES = ("rollout", "rollout_stopgrad", "group", "labelled_target")
 COMPOSITION_LOSS_TYPES = ("mse", "cosine")
+ADDITIVE_INPUTS = ("sum", "concat")
 
 
 class BroJepaConfig(PretrainedConfig):
@@ -52,6 +53,8 @@ class BroJepaConfig(PretrainedConfig):
         learnable_angle (`bool`, *optional*, defaults to `False`): train the angle(s) instead of fixing them.
         initial_angle (`float`, *optional*): base angle `theta`; defaults to `2 * pi / modulus`.
         predictor_hidden_size (`int`, *optional*, defaults to 512): hidden width of the additive MLP predictor.
+        additive_input (`str`, *optional*, defaults to `"sum"`): how the additive MLP predictor sees the op embedding
+            `k * v`: `"sum"`: `MLP(z + k * v)`; `"concat"`: `MLP([z, k * v])` (the first layer is twice as wide).
         additive_residual (`bool`, *optional*, defaults to `False`): residual form of the additive MLP predictor,
             `z_p = z + MLP(z + k * v)` instead of `MLP(z + k * v)`.
         composition_weight (`float`, *optional*, defaults to 0.0): weight of the composition-consistency loss
@@ -104,6 +107,7 @@ class BroJepaConfig(PretrainedConfig):
         learnable_angle: bool = False,
         initial_angle: float | None = None,
         predictor_hidden_size: int = 512,
+        additive_input: str = "sum",
         additive_residual: bool = False,
         composition_weight: float = 0.0,
         composition_mode: str = "rollout",
@@ -138,6 +142,7 @@ class BroJepaConfig(PretrainedConfig):
         self.learnable_angle = learnable_angle
         self.initial_angle = float(initial_angle) if initial_angle is not None else 2 * math.pi / modulus
         self.predictor_hidden_size = predictor_hidden_size
+        self.additive_input = additive_input
         self.additive_residual = additive_residual
         self.composition_weight = composition_weight
         self.composition_mode = composition_mode
@@ -169,6 +174,7 @@ class BroJepaConfig(PretrainedConfig):
             "cnn_downsampling": CNN_DOWNSAMPLING,
             "composition_mode": COMPOSITION_MODES,
             "composition_loss_type": COMPOSITION_LOSS_TYPES,
+            "additive_input": ADDITIVE_INPUTS,
         }
         for field, allowed in choices.items():
             value = getattr(self, field)

@@ -200,20 +200,23 @@ class BroJepaBlockRotationPredictor(nn.Module):
 
 class BroJepaAdditivePredictor(nn.Module):
     """Baseline predictor with an additive compositional operation embedding: `z_p = MLP(z + k * v)`, or
-    `z + MLP(z + k * v)` with `config.additive_residual`."""
+    `MLP([z, k * v])` with `config.additive_input == "concat"`; plus `z` with `config.additive_residual`."""
 
     def __init__(self, config: BroJepaConfig):
         super().__init__()
         self.residual = config.additive_residual
+        self.concatenate = config.additive_input == "concat"
         self.operation_direction = nn.Parameter(torch.empty(config.latent_dim))
         self.mlp = nn.Sequential(
-            nn.Linear(config.latent_dim, config.predictor_hidden_size),
+            nn.Linear(config.latent_dim * (2 if self.concatenate else 1), config.predictor_hidden_size),
             nn.GELU(),
             nn.Linear(config.predictor_hidden_size, config.latent_dim),
         )
 
     def forward(self, latent: torch.Tensor, operations: torch.Tensor) -> torch.Tensor:
-        embedded = latent + operations.to(latent.dtype)[:, None] * self.operation_direction[None, :]
+        operation = operations.to(latent.dtype)[:, None] * self.operation_direction[None, :]
+        # Summed, the op's shift competes with the latent's own spread along v; concatenated, k stays exactly readable.
+        embedded = torch.cat((latent, operation), dim=-1) if self.concatenate else latent + operation
         return latent + self.mlp(embedded) if self.residual else self.mlp(embedded)
 
 
