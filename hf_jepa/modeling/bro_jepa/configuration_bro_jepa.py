@@ -56,11 +56,11 @@ class BroJepaConfig(PretrainedConfig):
         additive_input (`str`, *optional*, defaults to `"sum"`): how the additive MLP predictor sees the op embedding
             `k * v`: `"sum"`: `MLP(z + k * v)`; `"concat"`: `MLP([z, k * v])` (the first layer is twice as wide).
         additive_residual (`bool`, *optional*, defaults to `False`): residual form of the additive MLP predictor,
-            `z_p = z + MLP(z + k * v)` instead of `MLP(z + k * v)`.
+            `z_p = z + MLP(...)` instead of `MLP(...)`.
         composition_weight (`float`, *optional*, defaults to 0.0): weight of the composition-consistency loss
             (applying +2 once must match applying +1 twice, and so on); see `BroJepaModel.composition_loss`.
-        composition_mode (`str`, *optional*, defaults to `"rollout"`): what the composed op is matched against
-            (`n = 2 .. composition_max_n`, `k` the batch's op):
+        composition_mode (`str`, *optional*, defaults to `"rollout"`): what the composed prediction `P(z, n k)` is
+            matched against, for `n` from 2 to `composition_max_n` and `k` the batch's op:
             `"rollout"`: `mean_n ||P(z, n k) - P^n(z, k)||^2`, gradient through both sides;
             `"rollout_stopgrad"`: the same with the rollout `P^n(z, k)` detached (a fixed target: only the direct
             prediction `P(z, n k)` moves);
