@@ -11,6 +11,9 @@ ROTATION_FREQUENCIES = ("single", "multi")
 LOSS_TYPES = ("mse", "smooth_l1", "cosine")
 PROTOTYPE_METRICS = ("cosine", "euclidean")
 CNN_DOWNSAMPLING = ("max_pool", "stride")
+COMPOSITION_MODES = ("rollout", "rollout_stopgrad", "group", "labelled_target")
+COMPOSITION_LOSS_TYPES = ("mse", "cosine")
+ADDITIVE_INPUTS = ("sum", "concat")
 
 
 class BroJepaConfig(PretrainedConfig):
@@ -50,9 +53,28 @@ class BroJepaConfig(PretrainedConfig):
         learnable_angle (`bool`, *optional*, defaults to `False`): train the angle(s) instead of fixing them.
         initial_angle (`float`, *optional*): base angle `theta`; defaults to `2 * pi / modulus`.
         predictor_hidden_size (`int`, *optional*, defaults to 512): hidden width of the additive MLP predictor.
+        additive_input (`str`, *optional*, defaults to `"sum"`): how the additive MLP predictor sees the op embedding
+            `k * v`: `"sum"`: `MLP(z + k * v)`; `"concat"`: `MLP([z, k * v])` (the first layer is twice as wide).
+        additive_residual (`bool`, *optional*, defaults to `False`): residual form of the additive MLP predictor,
+            `z_p = z + MLP(...)` instead of `MLP(...)`.
         composition_weight (`float`, *optional*, defaults to 0.0): weight of the composition-consistency loss
-            `mean_n ||P(z, n k) - P^n(z, k)||^2`, `n = 2 .. modulus - 1` (applying +2 once must match applying +1
-            twice, and so on); see `BroJepaModel.composition_loss`.
+            (applying +2 once must match applying +1 twice, and so on); see `BroJepaModel.composition_loss`.
+        composition_mode (`str`, *optional*, defaults to `"rollout"`): what the composed prediction `P(z, n k)` is
+            matched against, for `n` from 2 to `composition_max_n` and `k` the batch's op:
+            `"rollout"`: `mean_n ||P(z, n k) - P^n(z, k)||^2`, gradient through both sides;
+            `"rollout_stopgrad"`: the same with the rollout `P^n(z, k)` detached (a fixed target: only the direct
+            prediction `P(z, n k)` moves);
+            `"group"`: the group law for random op pairs, `||P(P(z, a), b) - P(z, a + b)||^2` with `a, b, a + b` in
+            `[-(modulus - 1), modulus - 1]` and `P(z, 0) := z`, plus the inverse law `||P(P(z, k), -k) - z||^2`;
+            `"labelled_target"`: `mean_n ||P(z, n k) - t_{(x + n k) mod modulus}||^2` with `t_c` the batch mean of the
+            EMA target latents of class `c`; it needs `labels` and uses the classes of the unseen ops, so it is
+            supervision of those ops, not zero-shot.
+        composition_loss_type (`str`, *optional*, defaults to `"mse"`): distance of every composition term: `"mse"`
+            (mean squared error over the latent) or `"cosine"` (`1 - cos`, blind to the norm, like the cosine class
+            prototypes that score the predictions).
+        composition_max_n (`int`, *optional*): largest multiple `n` of the rollout and labelled modes; defaults to
+            `modulus - 1` (every op up to +-(modulus - 1)). `2` touches only +-2, which leaves +-3.. +-(modulus - 1)
+            unseen by every loss term (a strict zero-shot test of those).
         loss_type (`str`, *optional*, defaults to `"mse"`): latent prediction loss, `"mse"`, `"smooth_l1"` or
             `"cosine"` (`1 - cos`).
         invariance_weight, variance_weight, covariance_weight (`float`): VICReg coefficients (25, 25, 1 as in
@@ -85,7 +107,12 @@ class BroJepaConfig(PretrainedConfig):
         learnable_angle: bool = False,
         initial_angle: float | None = None,
         predictor_hidden_size: int = 512,
+        additive_input: str = "sum",
+        additive_residual: bool = False,
         composition_weight: float = 0.0,
+        composition_mode: str = "rollout",
+        composition_loss_type: str = "mse",
+        composition_max_n: int | None = None,
         loss_type: str = "mse",
         invariance_weight: float = 25.0,
         variance_weight: float = 25.0,
@@ -115,7 +142,12 @@ class BroJepaConfig(PretrainedConfig):
         self.learnable_angle = learnable_angle
         self.initial_angle = float(initial_angle) if initial_angle is not None else 2 * math.pi / modulus
         self.predictor_hidden_size = predictor_hidden_size
+        self.additive_input = additive_input
+        self.additive_residual = additive_residual
         self.composition_weight = composition_weight
+        self.composition_mode = composition_mode
+        self.composition_loss_type = composition_loss_type
+        self.composition_max_n = composition_max_n if composition_max_n is not None else modulus - 1
         self.loss_type = loss_type
         self.invariance_weight = invariance_weight
         self.variance_weight = variance_weight
@@ -140,6 +172,9 @@ class BroJepaConfig(PretrainedConfig):
             "loss_type": LOSS_TYPES,
             "prototype_metric": PROTOTYPE_METRICS,
             "cnn_downsampling": CNN_DOWNSAMPLING,
+            "composition_mode": COMPOSITION_MODES,
+            "composition_loss_type": COMPOSITION_LOSS_TYPES,
+            "additive_input": ADDITIVE_INPUTS,
         }
         for field, allowed in choices.items():
             value = getattr(self, field)
@@ -171,6 +206,12 @@ class BroJepaConfig(PretrainedConfig):
             sizes = getattr(self, field)
             if not sizes or any(not isinstance(s, int) or s <= 0 for s in sizes):
                 raise ValueError(f"BroJepaConfig.{field} must be a non-empty list of positive integers, got {sizes!r}")
+        max_n = self.composition_max_n
+        if not isinstance(max_n, int) or isinstance(max_n, bool) or not 2 <= max_n <= self.modulus - 1:
+            raise ValueError(
+                f"BroJepaConfig.composition_max_n must be an integer in [2, modulus - 1 = {self.modulus - 1}], "
+                f"got {max_n!r}"
+            )
         if not math.isfinite(self.initial_angle):
             raise ValueError(f"BroJepaConfig.initial_angle must be finite, got {self.initial_angle!r}")
         for field in ("composition_weight", "invariance_weight", "variance_weight", "covariance_weight"):

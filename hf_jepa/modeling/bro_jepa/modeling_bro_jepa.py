@@ -199,20 +199,25 @@ class BroJepaBlockRotationPredictor(nn.Module):
 
 
 class BroJepaAdditivePredictor(nn.Module):
-    """Baseline predictor with an additive compositional operation embedding: `z_p = MLP(z + k * v)`."""
+    """Baseline predictor with an additive compositional operation embedding: `z_p = MLP(z + k * v)`, or
+    `MLP([z, k * v])` with `config.additive_input == "concat"`; plus `z` with `config.additive_residual`."""
 
     def __init__(self, config: BroJepaConfig):
         super().__init__()
+        self.residual = config.additive_residual
+        self.concatenate = config.additive_input == "concat"
         self.operation_direction = nn.Parameter(torch.empty(config.latent_dim))
         self.mlp = nn.Sequential(
-            nn.Linear(config.latent_dim, config.predictor_hidden_size),
+            nn.Linear(config.latent_dim * (2 if self.concatenate else 1), config.predictor_hidden_size),
             nn.GELU(),
             nn.Linear(config.predictor_hidden_size, config.latent_dim),
         )
 
     def forward(self, latent: torch.Tensor, operations: torch.Tensor) -> torch.Tensor:
-        embedded = latent + operations.to(latent.dtype)[:, None] * self.operation_direction[None, :]
-        return self.mlp(embedded)
+        operation = operations.to(latent.dtype)[:, None] * self.operation_direction[None, :]
+        # Summed, the op's shift competes with the latent's own spread along v; concatenated, k stays exactly readable.
+        embedded = torch.cat((latent, operation), dim=-1) if self.concatenate else latent + operation
+        return latent + self.mlp(embedded) if self.residual else self.mlp(embedded)
 
 
 PREDICTOR_CLASSES = {"block_rotation": BroJepaBlockRotationPredictor, "additive_mlp": BroJepaAdditivePredictor}
@@ -496,19 +501,88 @@ class BroJepaModel(BroJepaPreTrainedModel):
             latent = torch.where(active, self.predictor(latent, unit), latent)
         return latent
 
-    def composition_loss(self, latent: torch.Tensor, operations: torch.Tensor) -> torch.Tensor:
-        """Composition consistency: `mean_n ||P(z, n k) - P^n(z, k)||^2` for `n = 2 .. modulus - 1`.
+    def composition_loss(
+        self,
+        latent: torch.Tensor,
+        operations: torch.Tensor,
+        target_latent: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Composition consistency of the predictor, in the form `config.composition_mode` names.
 
-        Applying `2k` once must land where applying `k` twice lands, and so on up to `(modulus - 1) k`. The unseen
-        ops' embeddings are thereby trained indirectly, which is why the paper calls the resulting generalisation
-        "weak" zero-shot. Exactly zero for a block rotation, whose `R(nk theta) = R(k theta)^n` holds by construction.
+        `"rollout"`: `mean_n ||P(z, n k) - P^n(z, k)||^2` for `n = 2 .. composition_max_n`: applying `2k` once must
+        land where applying `k` twice lands, and so on. The unseen ops' embeddings are thereby trained indirectly,
+        which is why the paper calls the resulting generalisation "weak" zero-shot. Exactly zero for a block rotation,
+        whose `R(nk theta) = R(k theta)^n` holds by construction. `"rollout_stopgrad"` detaches the rollout,
+        `"group"` asks `P(P(z, a), b) = P(z, a + b)` and `P(P(z, k), -k) = z` (`_group_law_loss`),
+        `"labelled_target"` matches `P(z, n k)` with the batch's mean target latent of class `(x + n k) mod modulus`
+        (`_labelled_composition_loss`; needs `target_latent` and `labels`, the target classes).
         """
+        mode = self.config.composition_mode
+        if mode == "group":
+            return self._group_law_loss(latent)
+        if mode == "labelled_target":
+            if target_latent is None or labels is None:
+                raise ValueError(
+                    "composition_mode='labelled_target' needs target_latent and labels (the target classes): pass "
+                    "target_pixel_values and labels to forward"
+                )
+            return self._labelled_composition_loss(latent, operations, target_latent, labels)
         rolled, terms = latent, []
-        for n in range(1, self.config.modulus):
+        for n in range(1, self.config.composition_max_n + 1):
             rolled = self.predictor(rolled, operations)
             if n >= 2:
                 direct = self.predictor(latent, n * operations)
-                terms.append(F.mse_loss(direct.float(), rolled.float()))
+                # Detached, the rollout is a fixed target: the loss cannot shorten the +-1 chain to meet P(z, nk).
+                target = rolled.detach() if mode == "rollout_stopgrad" else rolled
+                terms.append(self._composition_distance(direct, target).mean())
+        return torch.stack(terms).mean()
+
+    def _composition_distance(self, prediction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """Per-sample distance of the composition loss, in float32: mean squared error over the latent
+        (`composition_loss_type="mse"`, so the batch mean is `F.mse_loss`) or `1 - cos` (`"cosine"`, blind to the
+        norm, as the cosine class prototypes are)."""
+        prediction, target = prediction.float(), target.float()
+        if self.config.composition_loss_type == "cosine":
+            return 1.0 - F.cosine_similarity(prediction, target, dim=-1)
+        return (prediction - target).pow(2).mean(-1)
+
+    def _group_law_loss(self, latent: torch.Tensor) -> torch.Tensor:
+        """`||P(P(z, a), b) - P(z, a + b)||^2 + ||P(P(z, a), -a) - z||^2`, batch means, with `a` uniform over the
+        nonzero ops and `b` uniform over the nonzero ops that keep `a + b` in `[-(modulus - 1), modulus - 1]`
+        (`P(z, 0) := z`, so `b = -a` is an inverse pair too)."""
+        largest = self.config.modulus - 1
+        batch, device = latent.shape[0], latent.device
+        nonzero = torch.cat([torch.arange(-largest, 0), torch.arange(1, largest + 1)]).to(device)
+        first = nonzero[torch.randint(len(nonzero), (batch,), device=device)]
+        # b in [low, high] \ {0}: draw from the range without 0 (one value fewer) and skip over 0.
+        low, high = -largest - first.clamp(max=0), largest - first.clamp(min=0)
+        offset = (torch.rand(batch, device=device) * (high - low)).long()  # high - low values once 0 is removed
+        second = low + offset
+        second = second + (second >= 0).long()
+        composed = first + second
+        two_steps = self.predictor(self.predictor(latent, first), second)
+        direct = torch.where((composed == 0)[:, None], latent, self.predictor(latent, composed))
+        inverse = self.predictor(self.predictor(latent, first), -first)
+        distance = self._composition_distance
+        return distance(two_steps, direct).mean() + distance(inverse, latent).mean()
+
+    def _labelled_composition_loss(self, latent, operations, target_latent, labels) -> torch.Tensor:
+        """`mean_n ||P(z, n k) - t_{(x + n k) mod modulus}||^2` over the samples whose class `(x + n k)` occurs among
+        the batch's targets; `t_c` is the mean target latent of class `c` in the batch and `x = labels - k`."""
+        modulus = self.config.modulus
+        labels = torch.as_tensor(labels, device=latent.device).long()
+        target_latent = target_latent.float()
+        counts = torch.bincount(labels, minlength=modulus)
+        sums = torch.zeros(modulus, target_latent.shape[1], device=latent.device).index_add_(0, labels, target_latent)
+        class_means = sums / counts.clamp(min=1)[:, None]
+        terms = []
+        for n in range(2, self.config.composition_max_n + 1):
+            composed_class = (labels + (n - 1) * operations) % modulus  # x + n k = (x + k) + (n - 1) k
+            present = counts[composed_class] > 0
+            direct = self.predictor(latent, n * operations).float()
+            error = self._composition_distance(direct, class_means[composed_class])
+            terms.append((error * present).sum() / present.sum().clamp(min=1))
         return torch.stack(terms).mean()
 
     def has_class_prototypes(self) -> bool:
@@ -610,7 +684,7 @@ class BroJepaModel(BroJepaPreTrainedModel):
             loss = parts["prediction_loss"]
 
         if loss is not None and config.composition_weight > 0:
-            parts["composition_loss"] = self.composition_loss(context_latent, operations)
+            parts["composition_loss"] = self.composition_loss(context_latent, operations, target_latent, labels)
             loss = loss + config.composition_weight * parts["composition_loss"]
 
         output = BroJepaOutput(
