@@ -127,8 +127,10 @@ def test_default_recipe_recovers_from_the_early_transient_on_real_mnist(mnist_pa
     64, lr 1e-3), 800 steps (its schedules follow the run length). After the early near-collapse (pooled validation
     cosine ~0.99 at step 100-200) the effective rank rises and the cosine falls. Measured in the 3-seed reproduction
     run (seed 0, 1,600 steps): rank 21.0 / 20.7 / 32.1 / 39.4 and cosine 0.993 / 0.992 / 0.970 / 0.867 at steps
-    100 / 200 / 400 / 800; with 500 steps in all the rise had only begun (rank 21.2 -> 25.8). About 6 minutes on one
-    thread: marked slow (`make test-slow`)."""
+    100 / 200 / 400 / 800; with 500 steps in all the rise had only begun (rank 21.2 -> 25.8). This test's run
+    measured rank 21.1 -> 35.5 and cosine 0.9930 -> 0.9541 (steps 100 -> 800). The linear probe is not asserted: at
+    800 steps it was still below the untrained encoder's (0.645 vs 0.683 on 1,000 images); it passes it by the end of
+    the 1,600-step default (README's 3-seed table). About 6-9 minutes on one thread: marked slow (`make test-slow`)."""
     from hf_jepa.data import MnistSplits
     from hf_jepa.recipes.i_jepa import TRAINING_DEFAULTS
 
@@ -140,9 +142,7 @@ def test_default_recipe_recovers_from_the_early_transient_on_real_mnist(mnist_pa
     )
     settings = {**TRAINING_DEFAULTS, "max_steps": 800, "logging_steps": 100}
     args = TrainingArguments(output_dir=str(tmp_path), save_model=False, disable_progress_bar=True, **settings)
-    metrics = JepaTrainer(recipe, args).train().metrics
+    JepaTrainer(recipe, args).train()
     first, last = recipe.records[0], recipe.records[-1]
-    print({k: (first[k], last[k]) for k in ("val/effective_rank", "val/cosine_mean")}, metrics)
     assert last["val/effective_rank"] > 1.3 * first["val/effective_rank"], (first, last)
     assert 1.0 - last["val/cosine_mean"] > 3.0 * (1.0 - first["val/cosine_mean"]), (first, last)
-    assert metrics["probe_accuracy"] > metrics["probe_accuracy_untrained"], metrics
