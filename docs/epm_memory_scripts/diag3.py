@@ -1,6 +1,7 @@
 """memory_path_diagnostics on trained run folders: query + support of g=0.1, other support of g=0.6 (eval episodes)."""
 
 import json
+import os
 import sys
 
 from hf_jepa.data import MnistSplits
@@ -8,10 +9,10 @@ from hf_jepa.metrics.epm_memory import memory_path_diagnostics
 from hf_jepa.modeling.epm_jepa import EpmJepaModel
 from hf_jepa.recipes.epm_jepa import EpmJepaDataArguments, build_episodic_eval
 
-splits = MnistSplits("/work/shared/data/mnist")
-eps = build_episodic_eval(
-    splits, EpmJepaDataArguments(data="/work/shared/data/mnist", eval_sequences=64, episode_support=8), 64
-)
+# The real MNIST folder the numbers were measured on (the repository's ../shared/data/mnist by default).
+MNIST = os.environ.get("HF_JEPA_MNIST", "../shared/data/mnist")
+splits = MnistSplits(MNIST)
+eps = build_episodic_eval(splits, EpmJepaDataArguments(data=MNIST, eval_sequences=64, episode_support=8), 64)
 for folder in sys.argv[1:]:
     model = EpmJepaModel.from_pretrained(folder).eval()
     d = memory_path_diagnostics(model, eps[0.1]["query"], eps[0.1]["support"], eps[0.6]["support"])

@@ -2,6 +2,7 @@
 """Diagnose EPM-JEPA's memory path on trained models (scratch; the kept version lives in hf_jepa.metrics.epm_memory)."""
 
 import math
+import os
 import sys
 
 import torch
@@ -13,8 +14,10 @@ from hf_jepa.recipes.epm_jepa import EpmJepaDataArguments, build_episodic_eval
 
 torch.manual_seed(0)
 run = sys.argv[1]
-splits = MnistSplits("/work/shared/data/mnist")
-args = EpmJepaDataArguments(data="/work/shared/data/mnist", eval_sequences=64, episode_support=8)
+# The real MNIST folder the numbers were measured on (the repository's ../shared/data/mnist by default).
+MNIST = os.environ.get("HF_JEPA_MNIST", "../shared/data/mnist")
+splits = MnistSplits(MNIST)
+args = EpmJepaDataArguments(data=MNIST, eval_sequences=64, episode_support=8)
 eps = build_episodic_eval(splits, args, 64)
 out = {}
 for track in ("epm", "ei"):

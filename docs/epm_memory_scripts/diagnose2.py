@@ -1,5 +1,6 @@
 """(b) gradient norms, (e) trainable parts, (d) probe of g."""
 
+import os
 import sys
 
 import torch
@@ -10,7 +11,9 @@ from hf_jepa.modeling.epm_jepa import EpmJepaModel
 from hf_jepa.recipes.epm_jepa import set_trainable_parts
 
 run = sys.argv[1]
-splits = MnistSplits("/work/shared/data/mnist")
+# The real MNIST folder the numbers were measured on (the repository's ../shared/data/mnist by default).
+MNIST = os.environ.get("HF_JEPA_MNIST", "../shared/data/mnist")
+splits = MnistSplits(MNIST)
 world = MovingMnist(
     images=splits.train_images, labels=splits.train_labels, sequence_length=8, num_digits=2, canvas_size=64, seed=0
 )

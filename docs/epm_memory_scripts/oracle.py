@@ -3,6 +3,7 @@ memory path (B injection / C dynamic LoRA) use a perfectly informative buffer at
 
 import argparse
 import json
+import os
 import time
 
 import torch
@@ -31,9 +32,11 @@ ap.add_argument("--train-base", action="store_true")
 a = ap.parse_args()
 overrides = dict(s.split("=", 1) for s in a.set)
 t0 = time.time()
-splits = MnistSplits("/work/shared/data/mnist")
+# The real MNIST folder the numbers were measured on (the repository's ../shared/data/mnist by default).
+MNIST = os.environ.get("HF_JEPA_MNIST", "../shared/data/mnist")
+splits = MnistSplits(MNIST)
 data_args = EpmJepaDataArguments(
-    data="/work/shared/data/mnist",
+    data=MNIST,
     eval_sequences=64,
     episode_support=8,
     eval_every=0,

@@ -1,6 +1,7 @@
 """Is g readable from one context window? ridge probe of g from a window's latents (k=3: z_{t-2}, z_{t-1}, z_t) vs
 from its last two latents only (what a context_length=2 predictor sees), 5-fold over episodes."""
 
+import os
 import sys
 
 import torch
@@ -10,7 +11,9 @@ from hf_jepa.data.moving_mnist import EPISODIC_TRAIN_GRAVITIES, MovingMnist
 from hf_jepa.modeling.epm_jepa import EpmJepaModel
 
 model = EpmJepaModel.from_pretrained(sys.argv[1]).eval()
-splits = MnistSplits("/work/shared/data/mnist")
+# The real MNIST folder the numbers were measured on (the repository's ../shared/data/mnist by default).
+MNIST = os.environ.get("HF_JEPA_MNIST", "../shared/data/mnist")
+splits = MnistSplits(MNIST)
 world = MovingMnist(
     images=splits.train_images, labels=splits.train_labels, sequence_length=8, num_digits=2, canvas_size=64, seed=0
 )

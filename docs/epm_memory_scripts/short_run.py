@@ -2,6 +2,7 @@
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 
@@ -31,9 +32,11 @@ ap.add_argument("--gravities", type=float, nargs="*")
 a = ap.parse_args()
 overrides = {k: json.loads(v) if v[0] in "0123456789[-" else v for k, v in (s.split("=", 1) for s in a.set)}
 t0 = time.time()
-splits = MnistSplits("/work/shared/data/mnist")
+# The real MNIST folder the numbers were measured on (the repository's ../shared/data/mnist by default).
+MNIST = os.environ.get("HF_JEPA_MNIST", "../shared/data/mnist")
+splits = MnistSplits(MNIST)
 data_args = EpmJepaDataArguments(
-    data="/work/shared/data/mnist",
+    data=MNIST,
     eval_sequences=64,
     episode_support=8,
     eval_every=0,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Mapping, Sequence
 
 from ..figures import pyplot, save_figure
@@ -114,13 +115,9 @@ def _seed_band(histories: Sequence[DiagnosticsHistory], key: str) -> tuple[list[
     """Steps every seed logged `key` at, with the mean and the sample std (0 for one seed) across seeds there."""
     series = [dict(zip(*history.series(key))) for history in histories]
     steps = sorted(set.intersection(*(set(s) for s in series))) if series else []
-    means, stds = [], []
-    for step in steps:
-        values = [s[step] for s in series]
-        mean = sum(values) / len(values)
-        means.append(mean)
-        spread = sum((v - mean) ** 2 for v in values) / (len(values) - 1) if len(values) > 1 else 0.0
-        stds.append(math.sqrt(spread))
+    values = [[s[step] for s in series] for step in steps]
+    means = [statistics.fmean(v) for v in values]
+    stds = [statistics.stdev(v) if len(v) > 1 else 0.0 for v in values]
     return steps, means, stds
 
 
