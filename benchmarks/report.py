@@ -8,6 +8,8 @@ load average before and after.
 3. torch.compile vs eager step time of the transformer families (bf16 autocast, as they train).
 4. Inference: every pipeline's latency at batch 1 and throughput at batch 256, model in fp32 and bf16.
 5. Scaling: step time vs batch, sequence length, frames and width, measured exponents beside the expected ones.
+6. What bounds the step: achieved share of peak = matmul efficiency at the step's own shapes x share of the step's
+   time in those products (`step_bound.measure_bound`), and SDPA's bf16/fp32 speed by attention shape.
 
 Run: `make benchmark` (after time_to_accuracy.py), or `python benchmarks/report.py [--quick] [--output PATH]`.
 `--quick` (tiny presets and sizes, a smaller peak, no compilation) checks that everything runs and that the report
@@ -25,8 +27,9 @@ from compute_efficiency import BENCHMARK_BATCH, measure_compile, measure_efficie
 from inference import measure_all
 from machine import load_average, machine_info
 from scaling import plot, run_all
+from step_bound import ATTENTION_SHAPES, measure_bound, time_attention
 from timing import measure_peak
-from workloads import FAMILIES, TRANSFORMER_FAMILIES
+from workloads import FAMILIES, TRANSFORMER_FAMILIES, build_workload
 
 REPORTS = Path(__file__).resolve().parents[1] / "reports"
 SECTIONS = (
@@ -36,6 +39,7 @@ SECTIONS = (
     "## 3. torch.compile vs eager",
     "## 4. Inference",
     "## 5. Scaling",
+    "## 6. What bounds the training step",
 )
 NON_FINITE = re.compile(r"\b(nan|inf)\b", re.IGNORECASE)
 # The issue's target for the transformer families' bf16 training step.
@@ -179,6 +183,7 @@ def build_report(quick: bool, repeats: int, output: Path, figure: Path) -> str:
             f"| {result.name} | {result.family} | {', '.join(map(str, result.values))} | {times} | "
             f"{result.measured_exponent:.2f} | {result.flop_exponent:.2f} | {result.textbook} |"
         )
+    lines += ["", *_bound_section(quick, peaks)]
     lines += [
         "",
         f"Load average (1 min) at the end: {load_average():.2f} on {os.cpu_count()} cores; whole report "
@@ -186,6 +191,64 @@ def build_report(quick: bool, repeats: int, output: Path, figure: Path) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _bound_section(quick: bool, peaks: dict) -> list[str]:
+    lines = [
+        SECTIONS[6],
+        "",
+        "achieved / peak = (FLOPs / T_matmul) / peak x T_matmul / T_step. T_matmul: the step's matmul-class calls (mm, "
+        "addmm, bmm, SDPA forward and backward, convolutions), recorded below autocast with their shapes, strides and "
+        "dtypes and replayed alone (best of 3 per distinct call, hot caches): an upper bound of their speed inside "
+        "the step. So 'matmuls at their shapes' is the most the step could reach if everything else (element-wise "
+        "ops, norms, casts, the optimizer, Python) were free, and 'time in matmuls' is how far the rest keeps it from "
+        "that. Phases and step time: median of 5 steps (forward with the loss, backward, AdamW step). Heaviest other "
+        "ops: the profiler's self time over one step (its overhead inflates small ops).",
+        "",
+        "| family | precision | step ms | forward / backward / optimizer ms | matmul calls (distinct) | matmuls alone ms "
+        "| time in matmuls | matmuls at their shapes, % of peak | achieved % of peak | heaviest other ops (ms) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    bounds = {}
+    for precision in ("fp32", "bf16"):
+        for family in FAMILIES:
+            workload = build_workload(family, "tiny" if quick else "cpu_fast", 8 if quick else BENCHMARK_BATCH[family])
+            bound = measure_bound(workload, precision == "bf16", repeats=2 if quick else 5)
+            bounds[family, precision] = bound
+            peak = peaks[precision].flops_per_s
+            phases = " / ".join(f"{1e3 * bound.phases[name]:.1f}" for name in ("forward", "backward", "optimizer"))
+            rest = ", ".join(f"{name.removeprefix('aten::')} {1e3 * seconds:.1f}" for name, seconds in bound.top_rest)
+            lines.append(
+                f"| {family} | {precision} | {_ms(bound.step)} | {phases} | {bound.compute_calls} "
+                f"({bound.distinct_calls}) | {1e3 * bound.compute_seconds:.1f} | {bound.compute_fraction:.0%} | "
+                f"{bound.at_shapes_share(peak):.1%} | {bound.achieved_share(peak):.1%} | {rest} |"
+            )
+    ceilings = ", ".join(
+        f"{family} {bounds[family, 'bf16'].at_shapes_share(peaks['bf16'].flops_per_s):.0%}"
+        for family in TRANSFORMER_FAMILIES
+    )
+    lines += [
+        "",
+        f"bf16 ceilings of the transformer families at their benchmark shapes (matmuls alone): {ceilings}. Where a "
+        f"ceiling is below the {BF16_TARGET:.0%} target, no trimming of the other work reaches the target at these "
+        "shapes: the products themselves are too small for the bf16 (AMX) kernels; section 5 shows the time growing "
+        "slower than the FLOPs with batch and width for the same reason.",
+        "",
+        "SDPA forward + backward, bf16 vs fp32 inputs (best of 5; shapes = batch, heads, keys, head dim; the first "
+        "four are the benchmark steps' attention). Below 256 keys the families' `attend` runs bf16 training "
+        "attention on CPU in fp32 because of this; transformers' own BERT and ViT layers (T-JEPA's encoders, "
+        "I-JEPA's encoder) still run it in bf16.",
+        "",
+        "| shape | fp32 ms | bf16 ms | bf16 / fp32 time |",
+        "|---|---|---|---|",
+    ]
+    for shape in ATTENTION_SHAPES[:2] if quick else ATTENTION_SHAPES:
+        timing = time_attention(shape)
+        lines.append(
+            f"| {tuple(shape)} | {1e3 * timing.seconds['fp32']:.2f} | {1e3 * timing.seconds['bf16']:.2f} | "
+            f"{timing.bf16_over_fp32:.2f} |"
+        )
+    return lines
 
 
 def check_report(text: str) -> list[str]:

@@ -16,6 +16,7 @@ SECTIONS = (
     "## 3. torch.compile vs eager",
     "## 4. Inference",
     "## 5. Scaling",
+    "## 6. What bounds the training step",
 )
 
 
@@ -75,3 +76,14 @@ def test_quick_report_structure(tmp_path):
     assert abs(flop_k[0] - 1) < 0.05 and abs(flop_k[2] - 1) < 0.2 and 0.9 < flop_k[1] < 2.1 and flop_k[3] > 1.2
     assert all(math.isfinite(_number(row[4])) for row in scaling)
     assert (tmp_path / "benchmark_scaling.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    bound = _table(text, SECTIONS[6])[:10]  # the attention table follows in the same section
+    families = ["t-jepa", "i-jepa", "epm-jepa", "jepa-reasoner", "bro-jepa"]
+    assert [(row[0], row[1]) for row in bound] == [(f, p) for p in ("fp32", "bf16") for f in families]
+    for row in bound:
+        time_in_matmuls, at_shapes, achieved = (_number(row[i]) for i in (6, 7, 8))
+        assert 0 < time_in_matmuls and 0 < achieved <= at_shapes, row
+        # achieved = (matmuls at their shapes) x (time in matmuls), up to the table's rounding
+        assert abs(achieved - at_shapes * time_in_matmuls / 100) <= 0.05 + 0.01 * at_shapes, row
+    attention = [row for row in text.split(SECTIONS[6], 1)[1].splitlines() if row.startswith("| (")]
+    assert len(attention) >= 2 and all(_number(row.split("|")[4].strip()) > 0 for row in attention)

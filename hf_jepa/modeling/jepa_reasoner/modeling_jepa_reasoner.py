@@ -177,6 +177,36 @@ def eager_attention_forward(
     return output, weights
 
 
+def attend(module: nn.Module, query, key, value, attention_mask, **kwargs):
+    """`module`'s attention through transformers' attention interface (`module.config._attn_implementation`),
+    `(B, heads, q|k, head_dim)` inputs -> `(output (B, q, heads, head_dim), weights or None)`.
+
+    One exception, for speed: an SDPA call that autograd records, in bf16 on CPU, with fewer than 256 keys runs in
+    fp32. PyTorch's CPU flash-attention backward is 5-7x slower in bf16 than in fp32 at 31-64 keys and 1.4x at 256
+    keys with 32-dim heads, and bf16 only wins from 256 keys with 64-dim heads (measured by `benchmarks/report.py`,
+    section 6, where the training steps' bf16 attention backward took most of their time). Autograd records the
+    casts (gradients reach the bf16 inputs) and the output comes back in the query's dtype; inference, GPUs and
+    fp32 are untouched."""
+    implementation = module.config._attn_implementation
+    attention_interface = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
+    in_float32 = (
+        implementation == "sdpa"
+        and query.device.type == "cpu"
+        and query.dtype == torch.bfloat16
+        and torch.is_grad_enabled()
+        and key.shape[-2] < 256
+    )
+    if not in_float32:
+        return attention_interface(module, query, key, value, attention_mask, **kwargs)
+    if attention_mask is not None and attention_mask.is_floating_point():
+        attention_mask = attention_mask.float()
+    with torch.autocast("cpu", enabled=False):
+        output, weights = attention_interface(
+            module, query.float(), key.float(), value.float(), attention_mask, **kwargs
+        )
+    return output.to(query.dtype), weights
+
+
 def mask_for_attention_backend(allowed: torch.Tensor, implementation: str | None, dtype: torch.dtype) -> torch.Tensor:
     """A boolean attention mask (True = may attend) in the form the attention backend takes: boolean for "sdpa",
     additive float of `dtype` (0 where allowed, the dtype's minimum elsewhere) for "eager" and any other backend."""
@@ -234,10 +264,7 @@ class JepaAttention(nn.Module):
         q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
         if cache is not None:
             k, v = cache.update(k, v, layer_idx)
-        attention_interface = ALL_ATTENTION_FUNCTIONS.get_interface(
-            self.config._attn_implementation, eager_attention_forward
-        )
-        attended, _ = attention_interface(
+        attended, _ = attend(
             self,
             q,
             k.to(q.dtype),
