@@ -95,6 +95,7 @@ def test_prediction_on_one_child_and_on_the_mean_of_both(tree):
     assert predicted["cosine_other_child"] == pytest.approx(1.0, abs=1e-4)
     assert predicted["top1_is_correct_child"] == 0.0 and predicted["other_child_kept"] == 1.0
     assert predicted["other_child_weight_median"] == pytest.approx(1.0, abs=1e-3)
+    assert predicted["plane_cosine_median"] == pytest.approx(1.0, abs=1e-3)
     assert exact["top1_is_correct_child"] == 1.0
     assert exact["cosine_correct_child"] == pytest.approx(1.0, abs=1e-4)
     assert exact["cosine_other_child"] == pytest.approx(result["children_cosine"], abs=1e-4)
@@ -107,6 +108,7 @@ def test_prediction_on_one_child_and_on_the_mean_of_both(tree):
     assert points["cos_other"].tolist() == pytest.approx(expected_cosines, abs=1e-5)
     assert tight["other_child_kept"] == 1.0 and tight["candidates_kept_histogram"] == {2: result["branch_steps"]}
     assert tight["other_child_weight_median"] == pytest.approx(0.5, abs=1e-3)
+    assert tight["plane_cosine_median"] == pytest.approx(1.0, abs=1e-3)
     assert tight["margin_correct_minus_other"] == pytest.approx(0.0, abs=1e-5)
 
 
@@ -148,7 +150,12 @@ def test_contextual_mixed_latents_of_the_oracle(tree):
 def test_evaluate_superposition_writes_summary_and_figures(tree, tmp_path):
     data, model = tree
     summary = evaluate_superposition(model, data, tmp_path, num_prompts=6)
-    for name in ("superposition.json", "superposition.md", "contextual_mixed_latents.png", "candidate_continuations.png"):
+    for name in (
+        "superposition.json",
+        "superposition.md",
+        "contextual_mixed_latents.png",
+        "candidate_continuations.png",
+    ):
         assert (tmp_path / name).is_file(), name
     saved = json.loads((tmp_path / "superposition.json").read_text())
     assert saved["candidate_continuations"]["chain_source"] == "free_running"
@@ -171,3 +178,22 @@ def test_bad_input_names_the_argument(tree):
     cfg = ReasoningData(args)
     with pytest.raises(ValueError, match="data: candidate_continuations needs tree_search data.*'cfg'"):
         candidate_continuations(_reasoner(cfg), cfg, 2)
+
+
+def test_script_on_a_saved_reasoner_folder(tree, tmp_path, capsys):
+    """docs/jepa_reasoner_superposition.py rebuilds the task from the folder's data_args.json and writes the files."""
+    import runpy
+    from pathlib import Path
+
+    from hf_jepa.recipes._saved import write_data_settings
+
+    data, model = tree
+    model.save_pretrained(tmp_path / "reasoner")
+    write_data_settings(tmp_path / "reasoner", data.args)
+    script = Path(__file__).parents[1] / "docs" / "jepa_reasoner_superposition.py"
+    main = runpy.run_path(str(script))["main"]
+    summary = main([str(tmp_path / "reasoner"), str(tmp_path / "out"), "5", "0.1"])
+    assert summary["candidate_continuations"]["delta"] == 0.1
+    assert summary["contextual_mixed_latents"]["num_prompts"] == 5
+    assert (tmp_path / "out" / "candidate_continuations.png").is_file()
+    assert "Tree-search branches" in capsys.readouterr().out

@@ -154,7 +154,9 @@ def plot_contextual_mixed_latents(stats: dict, task: str, path: str | Path) -> s
         )
     ):
         margin = points[name]["margin"].numpy()
-        right.hist(margin, bins=40, range=(0, max(0.05, float(margin.max()))), histtype="step", color=f"C{index}", label=label)
+        right.hist(
+            margin, bins=40, range=(0, max(0.05, float(margin.max()))), histtype="step", color=f"C{index}", label=label
+        )
     right.axvline(stats["delta"], color="grey", linestyle=":", linewidth=1)
     right.set_xlabel("top-1 minus top-2 cosine (dotted: delta)")
     right.set_ylabel("chain steps")
@@ -175,7 +177,10 @@ def plot_candidate_continuations(stats: dict, task: str, path: str | Path) -> st
     for name, color, label in styles:
         p = stats["points"][name]
         axes[0].scatter(p["cos_other"], p["cos_correct"], s=6, alpha=0.4, color=color, label=label)
-    axes[0].plot([-1, 1], [-1, 1], color="grey", linestyle=":", linewidth=1)
+    low = min(
+        float(min(stats["points"][n]["cos_other"].min(), stats["points"][n]["cos_correct"].min())) for n, _, _ in styles
+    )
+    axes[0].plot([low, 1], [low, 1], color="grey", linestyle=":", linewidth=1)  # zoomed: trained latents sit near 1
     axes[0].set_xlabel("cosine to the other child's contextual latent")
     axes[0].set_ylabel("cosine to the correct child's contextual latent")
     axes[0].set_title(f"{task}: two-child steps ({stats['branch_steps']})", fontsize=9)
@@ -189,7 +194,9 @@ def plot_candidate_continuations(stats: dict, task: str, path: str | Path) -> st
     for name, color, label in styles:
         by_hops = stats[name]["by_hops_to_target"]
         hops = sorted(by_hops)
-        axes[2].plot(hops, [by_hops[h]["other_child_weight_median"] for h in hops], marker="o", color=color, label=label)
+        axes[2].plot(
+            hops, [by_hops[h]["other_child_weight_median"] for h in hops], marker="o", color=color, label=label
+        )
     axes[2].set_xlabel("hops from the correct child to the target")
     axes[2].set_ylabel("median weight of the other child (0: none, 0.5: even mix)")
     for axis in axes:

@@ -263,6 +263,8 @@ def _continuation_stats(similarity, predicted, correct, other, branches, positio
     a = (cos_correct - gram * cos_other) / determinant
     b = (cos_other - gram * cos_correct) / determinant
     weight = torch.where(determinant > 1e-6, b / (a + b), torch.full_like(b, float("nan")))
+    # How much of the prediction the plane explains: the cosine to its projection, sqrt(a cos_c + b cos_o).
+    in_plane = (a * cos_correct + b * cos_other).clamp(min=0).sqrt()
     other_kept = cos_other >= top1 - delta
 
     def summary(select: torch.Tensor) -> dict:
@@ -279,6 +281,7 @@ def _continuation_stats(similarity, predicted, correct, other, branches, positio
             "other_child_kept": mean(other_kept),
             "candidates_kept_mean": mean(kept),
             "other_child_weight_median": float(weight[select].nanmedian()) if bool(select.any()) else float("nan"),
+            "plane_cosine_median": float(in_plane[select].nanmedian()) if bool(select.any()) else float("nan"),
         }
 
     everything = torch.ones_like(kept, dtype=torch.bool)
@@ -287,6 +290,7 @@ def _continuation_stats(similarity, predicted, correct, other, branches, positio
     hops = branches["hops_to_target"]
     stats["by_hops_to_target"] = {int(h): summary(hops == h) for h in hops.unique().tolist()}
     points = {"cos_correct": cos_correct, "cos_other": cos_other, "kept": kept, "other_weight": weight, "hops": hops}
+    points["in_plane"] = in_plane
     return stats, points
 
 
@@ -310,6 +314,8 @@ def candidate_continuations(
       `candidates_kept_histogram`: how many candidates are (cosine >= top-1 - `delta`);
     - `other_child_weight_median`: the prediction written as `a c + b o` in the plane of the two children's unit
       latents (least squares), `b / (a + b)`: 0 for a prediction on the correct child, 0.5 for their normalised mean;
+      it only means a mixture when the plane holds most of the prediction: `plane_cosine_median`, the cosine of the
+      prediction to its projection on the plane (1: in the plane);
     - all of it again by `hops_to_target`. The path is never ambiguous here (`ambiguity`).
 
     `predicted` is the free-running chain (or `chain`), `oracle` the target latents of the true answer: an exact
@@ -382,7 +388,9 @@ def format_superposition(summary: dict) -> str:
             f"{_cell(s['margin_median'])} | {_cell(s['near_tie_fraction'])} | {_cell(s['candidates_kept_mean'])} | "
             f"{_cell(s['top1_is_answer_token'])} |"
         )
-    lines.append(f"\ndecoded prefix on the true path at {_cell(mixed['contextual_decoded']['on_path_fraction'])} of steps")
+    lines.append(
+        f"\ndecoded prefix on the true path at {_cell(mixed['contextual_decoded']['on_path_fraction'])} of steps"
+    )
     branches = summary.get("candidate_continuations")
     if branches:
         lines += [
@@ -391,8 +399,9 @@ def format_superposition(summary: dict) -> str:
             f"cosine between the two children's targets {_cell(branches['children_cosine'])}; the path is never "
             "ambiguous from the prompt)",
             "",
-            "| chain | cos correct | cos other | top-1 correct | other runner-up | other kept | kept | other weight |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|",
+            "| chain | cos correct | cos other | top-1 correct | other runner-up | other kept | kept | other weight "
+            "(median) | in plane (median) |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for name in ("predicted", "oracle"):
             s = branches[name]
@@ -400,7 +409,7 @@ def format_superposition(summary: dict) -> str:
                 f"| {name} | {_cell(s['cosine_correct_child'])} | {_cell(s['cosine_other_child'])} | "
                 f"{_cell(s['top1_is_correct_child'])} | {_cell(s['other_child_is_runner_up'])} | "
                 f"{_cell(s['other_child_kept'])} | {_cell(s['candidates_kept_mean'])} | "
-                f"{_cell(s['other_child_weight_median'])} |"
+                f"{_cell(s['other_child_weight_median'])} | {_cell(s['plane_cosine_median'])} |"
             )
     return "\n".join(lines)
 
@@ -412,14 +421,15 @@ def evaluate_superposition(
     num_prompts: int = DEFAULT_NUM_PROMPTS,
     delta: float = KEEP_DELTA,
 ) -> dict:
-    """`contextual_mixed_latents` and, on tree search, `candidate_continuations` of `model` (put in eval mode) on
-    `data`'s eval split; returns their JSON-able summary. With `output_dir`: also writes `superposition.json`,
+    """`contextual_mixed_latents` and, on tree search (when the measured paths pass a two-child node),
+    `candidate_continuations` of `model` (put in eval mode) on `data`'s eval split; returns their JSON-able summary. With `output_dir`: also writes `superposition.json`,
     `superposition.md`, `contextual_mixed_latents.png` and (tree search) `candidate_continuations.png` there."""
     was_training = model.training
     model.eval()
     try:
         mixed = contextual_mixed_latents(model, data, num_prompts, delta=delta)
-        tree = isinstance(data.task, TreeSearchTask)
+        rows = _check_num_prompts(num_prompts, data)
+        tree = isinstance(data.task, TreeSearchTask) and tree_branch_steps(data, rows)["row"].numel() > 0
         continuations = candidate_continuations(model, data, num_prompts, delta) if tree else None
     finally:
         model.train(was_training)
