@@ -237,8 +237,11 @@ def test_quick_reproduction_writes_tables_and_plots(tmp_path):
     assert (tmp_path / "results.md").read_text() == format_jepa_reasoner_tables(summary) + "\n"
     robustness = summary["tasks"]["cfg"]["robustness"]
     assert set(robustness) == {"JEPA-Reasoner + Mono-Talker", "coupled transformer", "COCONUT"}
-    for name in ("results.json", "cfg_robustness.png", "mixed_latents.png"):
+    for name in ("results.json", "cfg_robustness.png", "mixed_latents.png", "contextual_mixed_latents.png"):
         assert (tmp_path / name).is_file(), name
+    superposition = summary["tasks"]["tree_search"]["superposition"]
+    assert superposition["contextual_mixed_latents"]["chain_source"] == "free_running"
+    assert "| contextual_teacher |" in (tmp_path / "results.md").read_text()
     for folder in ("tree_search/dual-talker/pair", "cfg/mono-talker/pair", "cfg/coconut", "arithmetic/coupled"):
         assert (tmp_path / folder / "config.json").is_file(), folder
     assert json.loads((tmp_path / "results.json").read_text())["tasks"]["arithmetic"]["data_source"].startswith(

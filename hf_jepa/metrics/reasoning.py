@@ -208,8 +208,34 @@ def nearest_latent_decode(
     """The reasoner read without a Talker: chain step i becomes the candidate token whose target-encoder latent,
     in the context `[prompt, SEP, tokens decoded so far]`, has the largest cosine to `chain[:, i]` (greedy; the
     target encoder is causal, so a token's latent depends on that context only). Returns `(batch, steps)` ids;
-    `ReasoningData.decode` cuts them at the first [EOS]. The context is encoded once per step into a KV cache that
-    every candidate's one-token continuation reuses; `batch_size` prompts at a time bound its memory."""
+    `ReasoningData.decode` cuts them at the first [EOS]. See `contextual_candidate_similarities`."""
+    return contextual_candidate_similarities(
+        reasoner, prompt_ids, prompt_mask, chain, candidate_ids, batch_size=batch_size
+    )["decoded"]
+
+
+@torch.no_grad()
+def contextual_candidate_similarities(
+    reasoner,
+    prompt_ids: torch.Tensor,
+    prompt_mask: torch.Tensor,
+    chain: torch.Tensor,
+    candidate_ids: torch.Tensor,
+    prefix_ids: torch.Tensor | None = None,
+    prefix_mask: torch.Tensor | None = None,
+    batch_size: int = 32,
+    keep_latents: int = 0,
+) -> dict[str, torch.Tensor]:
+    """The cosine of every chain step to the target-encoder latent of every candidate token in that step's context
+    `[prompt, SEP, prefix]`: the latents the reasoner is trained to predict (its targets are contextual), not the
+    tokens' latents in isolation. The prefix of step i is `prefix_ids[:, :i]` (masked by `prefix_mask`: the
+    teacher's, e.g. the true answer) or, without `prefix_ids`, the tokens decoded greedily so far (each step's
+    nearest candidate, as `nearest_latent_decode`). The context is encoded once per step into a KV cache that every
+    candidate's one-token continuation reuses; `batch_size` prompts at a time bound its memory.
+
+    Returns CPU tensors: `similarity` `(batch, steps, candidates)` float32, `decoded` `(batch, steps)` (each step's
+    nearest candidate id) and, with `keep_latents=k > 0`, `candidate_latents` `(min(k, batch), steps, candidates,
+    hidden)`: the unit candidate latents of the first rows (for figures)."""
     encoder, config = reasoner.target_encoder, reasoner.config
     device = reasoner.device
     candidate_ids = candidate_ids.to(device)
@@ -219,18 +245,30 @@ def nearest_latent_decode(
             f"chain must be (batch, steps, hidden) with one row per prompt ({prompt_ids.shape[0]}), got "
             f"{tuple(chain.shape)}"
         )
-    parts = []
+    if prefix_ids is not None:
+        if prefix_ids.ndim != 2 or prefix_ids.shape[0] != chain.shape[0] or prefix_ids.shape[1] < chain.shape[1] - 1:
+            raise ValueError(
+                f"prefix_ids must be (batch, >= steps - 1) = ({chain.shape[0]}, >= {chain.shape[1] - 1}), got "
+                f"{tuple(prefix_ids.shape)}"
+            )
+        prefix_mask = torch.ones_like(prefix_ids) if prefix_mask is None else prefix_mask
+    parts: dict[str, list[torch.Tensor]] = {"similarity": [], "decoded": [], "candidate_latents": []}
     for start in range(0, prompt_ids.shape[0], batch_size):
         ids = prompt_ids[start : start + batch_size].to(device)
         mask = prompt_mask[start : start + batch_size].to(device)
         latents = chain[start : start + batch_size].to(device).float()
         rows = ids.shape[0]
+        keep = max(0, min(keep_latents - start, rows))
         sep = torch.full_like(ids[:, :1], config.sep_token_id)
         ids, mask = torch.cat([ids, sep], 1), torch.cat([mask, torch.ones_like(sep)], 1)
-        decoded = ids[:, :0]
+        decoded, similarities, kept = ids[:, :0], [], []
         for step in range(latents.shape[1]):
-            context_ids = torch.cat([ids, decoded], 1)
-            context_mask = torch.cat([mask, torch.ones_like(decoded)], 1)
+            if prefix_ids is None:
+                prefix, prefix_keep = decoded, torch.ones_like(decoded)
+            else:
+                prefix = prefix_ids[start : start + batch_size, :step].to(device)
+                prefix_keep = prefix_mask[start : start + batch_size, :step].to(device)
+            context_ids, context_mask = torch.cat([ids, prefix], 1), torch.cat([mask, prefix_keep], 1)
             cache = DynamicCache()
             run_blocks(encoder.layers, encoder.embed_tokens(context_ids), context_mask, causal=True, cache=cache)
             cache.batch_repeat_interleave(num_candidates)
@@ -239,9 +277,15 @@ def nearest_latent_decode(
             hidden = run_blocks(encoder.layers, encoder.embed_tokens(next_ids), key_mask, causal=True, cache=cache)
             options = encoder.norm(hidden)[:, 0].float().view(rows, num_candidates, -1)
             similarity = torch.nn.functional.cosine_similarity(options, latents[:, step, None], dim=-1)
+            similarities.append(similarity.cpu())
+            if keep:
+                kept.append(torch.nn.functional.normalize(options[:keep], dim=-1).cpu())
             decoded = torch.cat([decoded, candidate_ids[similarity.argmax(-1)][:, None]], 1)
-        parts.append(decoded.cpu())
-    return torch.cat(parts)
+        parts["similarity"].append(torch.stack(similarities, 1))
+        parts["decoded"].append(decoded.cpu())
+        if keep:
+            parts["candidate_latents"].append(torch.stack(kept, 1))
+    return {key: torch.cat(value) for key, value in parts.items() if value}
 
 
 @torch.no_grad()

@@ -1,4 +1,5 @@
-"""Figures of the latent-reasoning evaluation: CFG robustness curves and the "mixed latents" PCA."""
+"""Figures of the latent-reasoning evaluation: CFG robustness curves, the "mixed latents" PCA (against isolated and
+contextual vocabulary latents), candidate continuations at tree-search branches, learning curves and decomposition."""
 
 from pathlib import Path
 
@@ -125,5 +126,81 @@ def plot_decomposition(results: dict, path: str | Path) -> str | None:
         for axis in (left, right):
             axis.grid(alpha=0.3)
             axis.legend(fontsize=7)
+    figure.tight_layout()
+    return save_figure(figure, path)
+
+
+def plot_contextual_mixed_latents(stats: dict, task: str, path: str | Path) -> str:
+    """The figure of `hf_jepa.metrics.reasoning_superposition.contextual_mixed_latents(...)`: left, the PCA (fitted on
+    the teacher-context candidate latents) of the predictions, the candidates and the true tokens' contextual latents;
+    right, the top-1 minus top-2 cosine margin of every step against isolated and contextual candidates."""
+    plt = pyplot()
+
+    points = stats["points"]
+    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5))
+    pca = points.get("pca")
+    if pca is not None:
+        c, t, p = pca["candidates_2d"], pca["answer_tokens_2d"], pca["predicted_2d"]
+        left.scatter(c[:, 0], c[:, 1], s=3, alpha=0.15, color="grey", label=f"candidates in context ({len(c)})")
+        left.scatter(t[:, 0], t[:, 1], s=14, marker="x", color="black", label=f"true tokens in context ({len(t)})")
+        left.scatter(p[:, 0], p[:, 1], s=4, alpha=0.3, color="C0", label=f"predicted latents ({len(p)})")
+        left.legend(loc="best", fontsize=7)
+    left.set_title(f"{task}: PCA fitted on contextual candidate latents", fontsize=9)
+    for index, (name, label) in enumerate(
+        (
+            ("isolated", "isolated vocabulary"),
+            ("contextual_teacher", "in context, teacher prefix"),
+            ("contextual_decoded", "in context, own decoded prefix"),
+        )
+    ):
+        margin = points[name]["margin"].numpy()
+        right.hist(
+            margin, bins=40, range=(0, max(0.05, float(margin.max()))), histtype="step", color=f"C{index}", label=label
+        )
+    right.axvline(stats["delta"], color="grey", linestyle=":", linewidth=1)
+    right.set_xlabel("top-1 minus top-2 cosine (dotted: delta)")
+    right.set_ylabel("chain steps")
+    right.set_title("how far the nearest candidate leads the next one", fontsize=9)
+    right.legend(fontsize=7)
+    figure.tight_layout()
+    return save_figure(figure, path)
+
+
+def plot_candidate_continuations(stats: dict, task: str, path: str | Path) -> str:
+    """The figure of `hf_jepa.metrics.reasoning_superposition.candidate_continuations(...)`: at each two-child step,
+    the cosine to the correct child against the cosine to the other child (predicted and oracle), the number of
+    candidates kept within delta, and the other child's weight by hops to the target."""
+    plt = pyplot()
+
+    figure, axes = plt.subplots(1, 3, figsize=(15, 4.5))
+    styles = (("predicted", "C0", f"predicted ({stats['chain_source']})"), ("oracle", "C1", "oracle (targets)"))
+    for name, color, label in styles:
+        p = stats["points"][name]
+        axes[0].scatter(p["cos_other"], p["cos_correct"], s=6, alpha=0.4, color=color, label=label)
+    low = min(
+        float(min(stats["points"][n]["cos_other"].min(), stats["points"][n]["cos_correct"].min())) for n, _, _ in styles
+    )
+    axes[0].plot([low, 1], [low, 1], color="grey", linestyle=":", linewidth=1)  # zoomed: trained latents sit near 1
+    axes[0].set_xlabel("cosine to the other child's contextual latent")
+    axes[0].set_ylabel("cosine to the correct child's contextual latent")
+    axes[0].set_title(f"{task}: two-child steps ({stats['branch_steps']})", fontsize=9)
+    kept_max = max(int(stats["points"][name]["kept"].max()) for name, _, _ in styles)
+    for offset, (name, color, label) in zip((-0.2, 0.2), styles):
+        histogram = stats[name]["candidates_kept_histogram"]
+        axes[1].bar([k + offset for k in histogram], list(histogram.values()), width=0.4, color=color, label=label)
+    axes[1].set_xticks(range(1, kept_max + 1))
+    axes[1].set_xlabel(f"candidates within {stats['delta']:g} of the top-1 cosine")
+    axes[1].set_ylabel("two-child steps")
+    for name, color, label in styles:
+        by_hops = stats[name]["by_hops_to_target"]
+        hops = sorted(by_hops)
+        axes[2].plot(
+            hops, [by_hops[h]["other_child_weight_median"] for h in hops], marker="o", color=color, label=label
+        )
+    axes[2].set_xlabel("hops from the correct child to the target")
+    axes[2].set_ylabel("median weight of the other child (0: none, 0.5: even mix)")
+    for axis in axes:
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize=7)
     figure.tight_layout()
     return save_figure(figure, path)

@@ -11,6 +11,7 @@ from typing import Any
 from ..data.reasoning import ReasoningData
 from ..metrics.reasoning import CoconutSystem, CoupledSystem, DecoupledSystem, cfg_robustness
 from ..metrics.reasoning_plots import plot_cfg_robustness
+from ..metrics.reasoning_superposition import evaluate_superposition, format_superposition
 from ..modeling.jepa_reasoner import (
     CoconutConfig,
     CoupledTransformerConfig,
@@ -133,8 +134,10 @@ def reproduce_jepa_reasoner(
        grammar) under 0-30% input token replacement and under Gaussian noise on the fed-back latents;
     3. multi-step arithmetic word problems (GSM8K format, generated): reasoner + Dual-Talker vs the coupled transformer
        (final-answer accuracy);
-    plus the "mixed latents" PCA of the tree-search reasoner. Writes `results.json`, `results.md`,
-    `cfg_robustness.png` and `mixed_latents.png` under `output_dir`; every model is saved under
+    plus the "mixed latents" PCA of the tree-search reasoner, and the same chain against contextual targets and at
+    tree branches (`hf_jepa.metrics.reasoning_superposition`, docs/jepa_reasoner_superposition.md). Writes
+    `results.json`, `results.md`, `cfg_robustness.png`, `mixed_latents.png`, `contextual_mixed_latents.png`,
+    `candidate_continuations.png` and `superposition.json` / `.md` under `output_dir`; every model is saved under
     `output_dir/<task>/<system>` (the Talker folders hold the reasoner+Talker pair in `pair/`).
     """
     if data is not None:
@@ -241,6 +244,8 @@ def reproduce_jepa_reasoner(
             (output_dir / "mixed_latents.png").write_bytes(
                 (output_dir / task / "reasoner" / "mixed_latents.png").read_bytes()
             )
+        if task == "tree_search":  # issue 15 point 5: the same chain against contextual targets, and at branches
+            row["superposition"] = evaluate_superposition(reasoner.model, task_data, output_dir)
         results["tasks"][task] = row
     results["wall_time_s"] = round(time.perf_counter() - started, 1)
     result = ReproductionResult(FAMILY, results, format_jepa_reasoner_tables(results), output_dir)
@@ -290,6 +295,9 @@ def format_jepa_reasoner_tables(results: dict[str, Any]) -> str:
             for k in ("eval_loss", "teacher_forced_cosine", "free_running_cosine", "nearest_token_cosine")
         ]
         lines.append(f"| {task} | " + " | ".join(cells) + " |")
+    superposition = tasks.get("tree_search", {}).get("superposition")
+    if superposition:
+        lines += ["", format_superposition(superposition)]
     robustness = tasks.get("cfg", {}).get("robustness")
     if robustness:
         for kind, title in (("replacement", "input tokens replaced"), ("noise", "latent noise (std / RMS)")):
