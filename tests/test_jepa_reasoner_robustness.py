@@ -237,7 +237,13 @@ def test_cli_runs_the_robustness_protocol(tmp_path, capsys):
     assert (tmp_path / "results.md").read_text() == table
     assert (tmp_path / "cfg_robustness_seeds.png").is_file()
     for seed in ("0", "1"):
-        assert set(results["per_seed"][seed]["timings"]) == {"reasoner", "talker", "coupled", "coconut", "curves_wall_s"}
+        assert set(results["per_seed"][seed]["timings"]) == {
+            "reasoner",
+            "talker",
+            "coupled",
+            "coconut",
+            "curves_wall_s",
+        }
         assert (tmp_path / f"seed-{seed}" / "cfg" / "mono-talker" / "pair" / "config.json").is_file()
     for name, kinds in results["aggregate"].items():
         assert set(kinds) == {"replacement", "noise", "residual_noise"}, name
