@@ -27,6 +27,40 @@ def plot_cfg_robustness(results: dict, path: str | Path) -> str:
     return save_figure(figure, path)
 
 
+ROBUSTNESS_PANELS = (
+    ("replacement", "input tokens replaced (fraction)"),
+    ("noise", "noise on each system's latent (std / RMS)"),
+    ("residual_noise", "noise on every block's residual stream (std / RMS)"),
+)
+
+
+def plot_cfg_robustness_seeds(aggregate: dict, path: str | Path, title: str = "CFG completion robustness") -> str:
+    """One panel per curve kind of `hf_jepa.metrics.reasoning_robustness.aggregate_seeds(...)` (those present), one
+    line per system: the mean over seeds with error bars of +- one sample standard deviation."""
+    plt = pyplot()
+    panels = [(kind, label) for kind, label in ROBUSTNESS_PANELS if any(kind in c for c in aggregate.values())]
+    figure, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4), squeeze=False)
+    for axis, (kind, label) in zip(axes[0], panels):
+        for name, curves in aggregate.items():
+            points = sorted((float(x), p) for x, p in curves.get(kind, {}).items())
+            axis.errorbar(
+                [x for x, _ in points],
+                [100 * p["mean"] for _, p in points],
+                yerr=[100 * p["std"] for _, p in points],
+                marker="o",
+                capsize=3,
+                label=name,
+            )
+        axis.set_xlabel(label)
+        axis.set_ylabel("valid under the grammar (%)")
+        axis.set_ylim(0, 102)
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize=8)
+    figure.suptitle(title)
+    figure.tight_layout()
+    return save_figure(figure, path)
+
+
 def plot_mixed_latents(stats: dict, task: str, path: str | Path) -> str:
     """The PCA scatter of `hf_jepa.metrics.reasoning.mixed_latents(...)`: predicted latents against the word latents."""
     plt = pyplot()

@@ -36,6 +36,7 @@ from ..recipes.jepa_reasoner import (
 )
 from ..trainers import JepaTrainer, TrainingArguments
 from .jepa_reasoner_curves import CURVE_DEFAULTS, reproduce_curves
+from .jepa_reasoner_robustness import ROBUSTNESS_SEEDS, check_robustness_options, reproduce_robustness
 from .result import ReproductionResult
 
 logger = logging.getLogger(__name__)
@@ -113,6 +114,7 @@ def reproduce_jepa_reasoner(
     scheduled_sampling_prob: float = CURVE_DEFAULTS["scheduled_sampling_prob"],
     decompose: bool = CURVE_DEFAULTS["decompose"],
     config_overrides: dict | None = CURVE_DEFAULTS["config_overrides"],
+    seeds: tuple[int, ...] = ROBUSTNESS_SEEDS,
 ) -> ReproductionResult:
     """`protocol="tables"` (the default): the paper's experiments at CPU scale, on hf-jepa's synthetic tasks
     (below). `protocol="curves"`: learning curves at equal wall clock on tree search
@@ -125,7 +127,9 @@ def reproduce_jepa_reasoner(
     adds the reasoner-alone / oracle-Talker / cosine-by-position decomposition at every checkpoint;
     `config_overrides` sets config fields over the presets, e.g. `{reasoner: {latent_norm: l2}}`. The other
     `protocol="tables"` options (`tasks`, `steps_scale`) do not apply to it, and the curve options do not apply to
-    the tables.
+    the tables. `protocol="robustness"`: the CFG systems of the tables trained for each seed of `seeds`, measured
+    under token replacement, noise on each system's latent and noise on every block's residual stream, mean +- std
+    over seeds (`hf_jepa.reproductions.jepa_reasoner_robustness`; docs/jepa_reasoner_robustness.md).
 
     The tables:
 
@@ -155,6 +159,8 @@ def reproduce_jepa_reasoner(
         decompose=decompose,
         config_overrides=config_overrides,
     )
+    if protocol != "robustness" and tuple(seeds) != ROBUSTNESS_SEEDS:
+        raise ValueError(f"seeds: an option of protocol=robustness (protocol={protocol!r} takes seed=...)")
     if protocol == "curves":
         if tuple(tasks) != ("tree_search", "cfg", "arithmetic") or steps_scale != 1.0:
             raise ValueError("tasks and steps_scale are options of protocol=tables (the curves run tree search)")
@@ -167,9 +173,21 @@ def reproduce_jepa_reasoner(
             curve_options,
             cpu_configs,
         )
-    if protocol != "tables":
-        raise ValueError(f"protocol must be 'tables' or 'curves', got {protocol!r}")
     changed = sorted(k for k, v in curve_options.items() if v != CURVE_DEFAULTS[k])
+    if protocol == "robustness":
+        check_robustness_options(tasks, seed, changed)
+        cfg = dict(
+            build_configs=cpu_configs,
+            steps=REPRODUCTION_STEPS["cfg"],
+            data=REPRODUCTION_DATA["cfg"],
+            talker=TALKER_FOR_TASK["cfg"],
+            replacement_rates=REPLACEMENT_RATES,
+            noise_stds=NOISE_STDS,
+        )
+        output = Path(output_dir or "outputs/reproduce-jepa-reasoner-robustness")
+        return reproduce_robustness(output, quick, seeds, steps_scale, num_train_examples, num_eval_examples, cfg)
+    if protocol != "tables":
+        raise ValueError(f"protocol must be 'tables', 'curves' or 'robustness', got {protocol!r}")
     if changed:
         raise ValueError(f"{changed}: options of protocol=curves only (add protocol=curves)")
     output_dir = Path(output_dir or "outputs/reproduce-jepa-reasoner")

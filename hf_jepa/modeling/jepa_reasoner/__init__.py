@@ -26,6 +26,7 @@ from .modeling_jepa_reasoner import (
     MonoTalkerModel,
     decoder_inputs_from_answers,
     hybrid_normalize,
+    residual_noise,
     scaled_cosine_loss,
 )
 from .modeling_jepa_reasoner_baselines import CoconutLM, CoconutOutput, CoupledTransformerLM
@@ -86,5 +87,6 @@ __all__ = [
     "MonoTalkerModel",
     "decoder_inputs_from_answers",
     "hybrid_normalize",
+    "residual_noise",
     "scaled_cosine_loss",
 ]

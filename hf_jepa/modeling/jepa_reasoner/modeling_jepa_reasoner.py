@@ -18,6 +18,9 @@ and is never split across devices (`_no_split_modules`).
 - [`JepaReasonerWithTalker`]: a reasoner + Talker pair as one `PreTrainedModel` (one directory, `AutoModel`,
   `push_to_hub`, the `latent-reasoning` pipeline; end-to-end `generate`).
 
+`residual_noise(model, std, generator)` (a context manager) adds noise to the residual stream of every block of any
+model of the family, the like-for-like perturbation of the robustness comparison.
+
 The coupled baselines (`CoupledTransformerLM`, `CoconutLM`) are in `modeling_jepa_reasoner_baselines.py`.
 
 This file imports only torch and transformers (same-folder relative imports) so that `trust_remote_code` export works.
@@ -26,6 +29,8 @@ This file imports only torch and transformers (same-folder relative imports) so 
 import copy
 import math
 import numbers
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -362,6 +367,43 @@ def check_noise_std(value, name: str = "latent_noise_std") -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value < 0:
         raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
     return float(value)
+
+
+@contextmanager
+def residual_noise(model: nn.Module, std: float, generator: torch.Generator | None = None) -> Iterator[list[nn.Module]]:
+    """Inside the `with` block, every `JepaBlock` of `model` (all its stacks: a reasoner's token encoder and reasoning
+    blocks, a Talker's decoder and context encoder, a coupled model's or COCONUT's blocks) adds Gaussian noise to its
+    output, i.e. to the residual stream at every position it computes, of std `std` times the RMS over the hidden
+    dimension of that position's own output vector (std 1 = noise as large as the signal, whatever the depth or
+    width). Yields the hooked blocks; the hooks are removed on exit, also when the block raises.
+
+    Under generation with a KV cache each position is computed once, so its noisy residual stream is what every later
+    step attends to (the keys/values in the cache) and what the model feeds back (the reasoner's next latent and
+    COCONUT's thoughts come out of the last block, the coupled model's next token out of its LM head): the same
+    perturbation for every system, unlike `latent_noise_std`, which perturbs only the vector each system exposes.
+    Without a cache every step recomputes the prefix and draws fresh noise for it. `generator` (on the model's
+    device) makes the draws reproducible; one `(batch, q, hidden)` draw per block call, in call order. `std` = 0 adds
+    nothing (outputs stay bit-identical) and draws nothing. Raises `ValueError` for a `std` that is not a finite
+    number >= 0 or a model without `JepaBlock`s."""
+    std = check_noise_std(std, "residual_noise_std")
+    blocks = [module for module in model.modules() if isinstance(module, JepaBlock)]
+    if not blocks:
+        raise ValueError(f"residual_noise: {type(model).__name__} has no JepaBlock to perturb")
+
+    def add_noise(block, inputs, output):
+        if std == 0:
+            return None
+        hidden = output.float()
+        rms = hidden.pow(2).mean(-1, keepdim=True).sqrt()
+        noise = torch.randn(hidden.shape, generator=generator, device=hidden.device, dtype=torch.float32)
+        return (hidden + std * rms * noise).to(output.dtype)
+
+    handles = [block.register_forward_hook(add_noise) for block in blocks]
+    try:
+        yield blocks
+    finally:
+        for handle in handles:
+            handle.remove()
 
 
 def check_finite_latents(latents, name: str) -> torch.Tensor:
@@ -1224,6 +1266,7 @@ __all__ = [
     "decoder_inputs_from_answers",
     "hybrid_normalize",
     "l2_normalize",
+    "residual_noise",
     "rms_normalize",
     "scaled_cosine_loss",
 ]
