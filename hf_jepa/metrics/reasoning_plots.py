@@ -1,4 +1,5 @@
-"""Figures of the latent-reasoning evaluation: CFG robustness curves and the "mixed latents" PCA."""
+"""Figures of the latent-reasoning evaluation: CFG robustness curves, the "mixed latents" PCA and GSM8K accuracy
+against the number of in-context exemplars."""
 
 from pathlib import Path
 
@@ -125,5 +126,35 @@ def plot_decomposition(results: dict, path: str | Path) -> str | None:
         for axis in (left, right):
             axis.grid(alpha=0.3)
             axis.legend(fontsize=7)
+    figure.tight_layout()
+    return save_figure(figure, path)
+
+
+def plot_accuracy_vs_shots(accuracy: dict[str, dict[int, float]], path: str | Path, paper: dict | None = None) -> str:
+    """GSM8K accuracy (%) against the number of exemplars, one line per system (`{system: {shots: accuracy}}`), with
+    the paper's points (`{system: {shots: accuracy}}`, hollow markers, same colour) where given."""
+    plt = pyplot()
+
+    figure, axis = plt.subplots(figsize=(6, 4))
+    for name, by_shots in accuracy.items():
+        shots = sorted(by_shots)
+        (line,) = axis.plot(shots, [100 * by_shots[k] for k in shots], marker="o", label=name)
+        reference = (paper or {}).get(name, {})
+        if reference:
+            points = sorted(reference)
+            axis.plot(
+                points,
+                [100 * reference[k] for k in points],
+                linestyle="--",
+                marker="o",
+                markerfacecolor="none",
+                color=line.get_color(),
+                label=f"{name} (paper)",
+            )
+    axis.set_xlabel("in-context exemplars (shots)")
+    axis.set_ylabel("GSM8K exact match of the final number (%)")
+    axis.set_ylim(0, 100)
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=8)
     figure.tight_layout()
     return save_figure(figure, path)
