@@ -246,3 +246,53 @@ def test_cli_one_line_errors(capsys):
         main(["reproduce", "jepa-reasoner", "--data", "gsm8k", "--set", "protocol=gsm8k", "data=synthetic"])
     error = capsys.readouterr().err.strip()
     assert exit_info.value.code == 2 and "give the data once" in error
+
+
+def test_full_preset_has_the_paper_sizes_and_fits_8_shots():
+    """preset=full on GSM8K-format text (the fixture): the paper's 2,048 positions, 50,304-row embeddings and
+    parameter counts (built on the meta device, never trained here)."""
+    from hf_jepa.modeling.jepa_reasoner import CoupledTransformerLM, DualTalkerModel, JepaReasonerModel
+    from hf_jepa.reproductions.jepa_reasoner_gsm8k import FULL_CONTEXT, MAX_ANSWER_TOKENS, MAX_SHOT_TOKENS, _configs
+
+    data = Gsm8kFewShotData(
+        PAIRS[:8] * 2,  # 16 problems: 8 exemplars + 8 training examples
+        PAIRS[8:],
+        max_shots=8,
+        max_answer_tokens=MAX_ANSWER_TOKENS,
+        max_shot_tokens=MAX_SHOT_TOKENS,
+        context_length=FULL_CONTEXT,
+        vocab_size=50304,
+    )
+    assert data.stats["prompt_width"] == data.stats["prompt_tokens_needed"] < FULL_CONTEXT - 1 - 257  # no cut
+    assert data.test_prompts(8)[2] == 0 and len(data.tokenizer) < data.vocab_size == 50304
+    configs = _configs("full", data)
+    assert configs["reasoner"].max_position_embeddings == configs["coupled"].max_position_embeddings == 2048
+    assert configs["reasoner"].num_reasoning_steps == data.max_answer_length == 257
+    assert configs["dual"].max_position_embeddings >= data.max_prompt_length + 2 * 257
+    with torch.device("meta"):
+        sizes = [
+            sum(p.numel() for n, p in model.named_parameters() if not n.startswith("target_encoder."))
+            for model in (
+                JepaReasonerModel(configs["reasoner"]),
+                DualTalkerModel(configs["dual"]),
+                CoupledTransformerLM(configs["coupled"]),
+            )
+        ]
+    assert sizes == [898_394_112, 194_528_256, 890_715_648]
+
+
+def test_cli_runs_the_protocol_on_a_local_gsm8k_copy(tmp_path, capsys):
+    folder = tmp_path / "gsm8k"
+    folder.mkdir()
+    for split, rows in (("train", PAIRS[:8]), ("test", PAIRS[8:])):
+        (folder / f"{split}.jsonl").write_text(
+            "".join(json.dumps({"question": q, "answer": a}) + "\n" for q, a in rows)
+        )
+    out = tmp_path / "run"
+    argv = ["reproduce", "jepa-reasoner", "--quick", "--no-progress", "--output-dir", str(out), "--set"]
+    assert main([*argv, "protocol=gsm8k", f"data={folder}", "shots=[1,2]", "test_examples=1"]) == 0
+    printed = capsys.readouterr().out
+    assert f"GSM8K (local copy: {folder})" in printed and "| system | parameters | 1-shot | 2-shot |" in printed
+    summary = json.loads((out / "results.json").read_text())
+    assert summary["data_stats"]["test_problems"] == 1 and summary["data_stats"]["train_examples"] == 6
+    assert summary["data_stats"]["max_answer_tokens"] == 256  # the real-GSM8K answer budget

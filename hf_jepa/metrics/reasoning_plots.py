@@ -151,6 +151,7 @@ def plot_accuracy_vs_shots(accuracy: dict[str, dict[int, float]], path: str | Pa
                 color=line.get_color(),
                 label=f"{name} (paper)",
             )
+    axis.set_xticks(sorted({k for by_shots in accuracy.values() for k in by_shots}))
     axis.set_xlabel("in-context exemplars (shots)")
     axis.set_ylabel("GSM8K exact match of the final number (%)")
     axis.set_ylim(0, 100)
