@@ -7,6 +7,7 @@
     hf-jepa reproduce epm-jepa [--data PATH] [--output-dir DIR] [--quick] [--set preset=full seeds=[0,1,2] ...]
     hf-jepa reproduce t-jepa [--data TEXT] [--output-dir DIR] [--quick] [--set mnist=PATH seeds=[0,1,2,3,4] ...]
     hf-jepa reproduce jepa-reasoner [--output-dir DIR] [--quick] [--set tasks=[cfg] steps_scale=2 seed=1 ...]
+    hf-jepa reproduce jepa-reasoner --data gsm8k --set protocol=gsm8k preset=full shots=[5,8]
     hf-jepa push DIR REPO_ID [--private] [--revision BRANCH] [--create-pr]
     hf-jepa push-dataset KIND REPO_ID [--set key=value ...] [--private] [--revision REV] [--token TOKEN]
 
@@ -219,6 +220,11 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     if args.variant:
         check_variants(family.name, reproduce, args.variant)
         extra["variants"] = args.variant
+    data = args.data
+    if "data" in extra:  # `--set data=X` is the same option as `--data X`
+        if args.data is not None:
+            raise CliError("give the data once: --data or --set data=, not both")
+        data = extra.pop("data")
     unknown = sorted(set(extra) - set(accepted) - {"data", "output_dir", "quick"})
     if unknown:
         options = sorted(set(accepted) - {"data", "output_dir", "quick"})
@@ -232,7 +238,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     from .progress import no_progress_bars
 
     with no_progress_bars(args.no_progress):
-        result = reproduce(data=args.data, output_dir=args.output_dir, quick=args.quick, **extra)
+        result = reproduce(data=data, output_dir=args.output_dir, quick=args.quick, **extra)
     print(result.table)
     return 0
 

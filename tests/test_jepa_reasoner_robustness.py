@@ -211,7 +211,7 @@ def test_bad_input_names_the_argument(cfg_systems):
         reproduce_jepa_reasoner(quick=True, seeds=(4,))
     with pytest.raises(ValueError, match=r"^seed: protocol=robustness takes seeds="):
         reproduce_jepa_reasoner(quick=True, protocol="robustness", seed=2)
-    with pytest.raises(ValueError, match=r"protocol must be 'tables', 'curves' or 'robustness'"):
+    with pytest.raises(ValueError, match=r"protocol must be 'tables', 'curves', 'robustness' or 'gsm8k'"):
         reproduce_jepa_reasoner(quick=True, protocol="robust")
 
 

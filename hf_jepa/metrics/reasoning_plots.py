@@ -1,5 +1,6 @@
 """Figures of the latent-reasoning evaluation: CFG robustness curves, the "mixed latents" PCA (against isolated and
-contextual vocabulary latents), candidate continuations at tree-search branches, learning curves and decomposition."""
+contextual vocabulary latents), candidate continuations at tree-search branches, learning curves and decomposition,
+and GSM8K accuracy against the number of in-context exemplars."""
 
 from pathlib import Path
 
@@ -236,5 +237,34 @@ def plot_candidate_continuations(stats: dict, task: str, path: str | Path) -> st
     for axis in axes:
         axis.grid(alpha=0.3)
         axis.legend(fontsize=7)
+
+
+def plot_accuracy_vs_shots(accuracy: dict[str, dict[int, float]], path: str | Path, paper: dict | None = None) -> str:
+    """GSM8K accuracy (%) against the number of exemplars, one line per system (`{system: {shots: accuracy}}`), with
+    the paper's points (`{system: {shots: accuracy}}`, hollow markers, same colour) where given."""
+    plt = pyplot()
+
+    figure, axis = plt.subplots(figsize=(6, 4))
+    for name, by_shots in accuracy.items():
+        shots = sorted(by_shots)
+        (line,) = axis.plot(shots, [100 * by_shots[k] for k in shots], marker="o", label=name)
+        reference = (paper or {}).get(name, {})
+        if reference:
+            points = sorted(reference)
+            axis.plot(
+                points,
+                [100 * reference[k] for k in points],
+                linestyle="--",
+                marker="o",
+                markerfacecolor="none",
+                color=line.get_color(),
+                label=f"{name} (paper)",
+            )
+    axis.set_xticks(sorted({k for by_shots in accuracy.values() for k in by_shots}))
+    axis.set_xlabel("in-context exemplars (shots)")
+    axis.set_ylabel("GSM8K exact match of the final number (%)")
+    axis.set_ylim(0, 100)
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=8)
     figure.tight_layout()
     return save_figure(figure, path)

@@ -275,6 +275,7 @@ class TalkerRecipe(ReasoningRecipe):
     step costs no reasoner forward pass."""
 
     name = "jepa-talker"
+    chain_batch_size = 512  # prompts per reasoner pass computing the training chains (lower it for long prompts)
 
     def __init__(
         self,
@@ -309,13 +310,18 @@ class TalkerRecipe(ReasoningRecipe):
             parts = [
                 talker_training_chains(
                     self.reasoner,
-                    {k: split[k][i : i + 512] for k in ("prompt_ids", "prompt_mask", "answer_ids", "answer_mask")},
+                    {
+                        k: split[k][i : i + self.chain_batch_size]
+                        for k in ("prompt_ids", "prompt_mask", "answer_ids", "answer_mask")
+                    },
                     self.data.max_answer_length,
                     args.talker_chain_source,
                     args.talker_chain_noise_std,
                     generator,
                 ).cpu()
-                for i in progress(range(0, split["prompt_ids"].shape[0], 512), "reasoner latent chains")
+                for i in progress(
+                    range(0, split["prompt_ids"].shape[0], self.chain_batch_size), "reasoner latent chains"
+                )
             ]
             self._train_chains = torch.cat(parts)
             logger.info(

@@ -1,7 +1,8 @@
 """Synthetic reasoning tasks for JEPA-Reasoner (latent reasoning decoupled from token generation), made by hf-jepa.
 
 Every task here is synthetic: hf-jepa generates it from a seed, nothing is downloaded, and no example comes from a
-published data set. The one exception is `load_gsm8k`, a thin online-only loader of the real GSM8K (`openai/gsm8k`).
+published data set. The exceptions read the real GSM8K: `load_gsm8k`, a thin online-only loader of `openai/gsm8k`,
+and `load_gsm8k_pairs`, which also reads a local copy of it.
 
 All tasks are word-level: an example is a `ReasoningExample(prompt, answer)` whose strings are tokens joined by single
 spaces, and each task has a closed vocabulary (`task.vocab()`), so `build_reasoning_tokenizer(task.vocab())` maps
@@ -27,7 +28,8 @@ last token sits at a fixed position, where a latent reasoner reads it), `[SEP]`,
 padding (so generation starts at a fixed position), plus `labels` for a coupled next-token baseline.
 
 Modules: `common` (special tokens, `ReasoningExample`, `ReasoningTask`, the tokenizer), `tree_search`, `cfg`,
-`arithmetic` (with the GSM8K formats and loader), `registry` (`load_reasoning_task`) and `encoding` (batching); every
+`arithmetic` (with the GSM8K formats and loader), `gsm8k` (GSM8K few-shot prompts, word-level tokens and encoded
+splits for the GSM8K protocol), `registry` (`load_reasoning_task`) and `encoding` (batching); every
 public name is re-exported here.
 """
 
@@ -48,6 +50,7 @@ from .common import (
     check_known_tokens,
 )
 from .encoding import encode_reasoning_examples, reasoning_dataset
+from .gsm8k import Gsm8kFewShotData, gsm8k_words, load_gsm8k_pairs, synthetic_gsm8k_pairs
 from .registry import REASONING_TASKS, load_reasoning_task
 from .splits import ReasoningData
 from .tree_search import TreeSearchTask
@@ -69,6 +72,7 @@ __all__ = [
     "CfgTask",
     "ReasoningData",
     "ReasoningExample",
+    "Gsm8kFewShotData",
     "ReasoningTask",
     "TreeSearchTask",
     "build_reasoning_tokenizer",
@@ -77,7 +81,10 @@ __all__ = [
     "encode_reasoning_examples",
     "gsm8k_extract_answer",
     "gsm8k_few_shot_prompt",
+    "gsm8k_words",
     "load_gsm8k",
+    "load_gsm8k_pairs",
     "load_reasoning_task",
     "reasoning_dataset",
+    "synthetic_gsm8k_pairs",
 ]

@@ -50,24 +50,30 @@ def digit_tokens(value: int) -> str:
     return " ".join(str(value))
 
 
-_NUMBER = re.compile(r"^\s*(-?)\s*(\d[\d,]*(?:\s+\d[\d,]*)*)(?:\s*\.\s*(\d+))?")
+# After `####`: an optional sign and `$`, then digits that may be split by spaces/tabs (the word-level format writes
+# 72 as "7 2") and by thousands commas (real GSM8K: "1,000"; word-level: "1 , 0 0 0"), then an optional decimal part.
+# Newlines never join digits: "#### 7\n2" is 7.
+_NUMBER = re.compile(r"^[ \t]*(-?)[ \t]*\$?[ \t]*(\d(?:[ \t]*,?[ \t]*\d)*)?(?:[ \t]*\.[ \t]*(\d(?:[ \t]*\d)*))?")
 
 
 def gsm8k_extract_answer(text: str) -> str | None:
     """The final answer of a GSM8K-style solution: the number after the last `####`, normalised, or None.
 
     Digits separated by spaces are re-joined (`#### 1 2` -> "12", the word-level format here), thousands commas are
-    dropped (`#### 1,234` -> "1234", real GSM8K), leading zeros go (`0 7` -> "7"), a leading `-` and a decimal part
-    are kept. None when there is no `####` or no number right after the last one.
+    dropped (`#### 1,234` and `#### 1 , 2 3 4` -> "1234"), a `$` is skipped (`#### $5`, `#### -$5` -> "-5"), leading
+    zeros and trailing decimal zeros go (`0 7` -> "7", `2.50` -> "2.5", `.5` -> "0.5"), a leading `-` and a decimal
+    part are kept (`2 . 7 5` -> "2.75"); text after the number is ignored (`#### 72 apples` -> "72"). None when there
+    is no `####` or no number right after the last one.
     """
     if not isinstance(text, str) or "####" not in text:
         return None
     match = _NUMBER.match(text.rsplit("####", 1)[1])
-    if match is None:
+    sign, whole, fraction = match.group(1), match.group(2), match.group(3)
+    if whole is None and fraction is None:
         return None
-    sign, whole, fraction = match.group(1), re.sub(r"[\s,]", "", match.group(2)), match.group(3)
-    whole = str(int(whole)) if whole else "0"
-    number = whole + (f".{fraction.rstrip('0')}" if fraction and fraction.rstrip("0") else "")
+    whole = str(int(re.sub(r"[ \t,]", "", whole))) if whole else "0"
+    fraction = re.sub(r"[ \t]", "", fraction or "").rstrip("0")
+    number = whole + (f".{fraction}" if fraction else "")
     return "0" if number == "0" else sign + number
 
 
@@ -233,9 +239,10 @@ def load_gsm8k(split: str = "test", hub_id: str = GSM8K_HUB_ID, **kwargs):
 
 def gsm8k_few_shot_prompt(question: str, shots: Sequence[tuple[str, str]], k: int = 8) -> str:
     """The k-shot prompt: `"Question: {q}\\nAnswer: {a}\\n\\n"` for the first `k` shots, then
-    `"Question: {question}\\nAnswer:"` (the usual GSM8K evaluation uses k=8 exemplars from the train split)."""
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"k must be an integer >= 1, got {k!r}")
+    `"Question: {question}\\nAnswer:"` (the usual GSM8K evaluation uses k=8 exemplars from the train split; k=0 is
+    the zero-shot prompt). ValueError when `shots` holds fewer than `k` pairs."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+        raise ValueError(f"k must be an integer >= 0, got {k!r}")
     shots = list(shots)
     if len(shots) < k:
         raise ValueError(f"shots must hold at least k={k} (question, answer) pairs, got {len(shots)}")
