@@ -174,13 +174,14 @@ def build_report(quick: bool, repeats: int, output: Path, figure: Path) -> str:
         "counted FLOPs over the same sweep. Measured below expected = fixed per-step costs or small, inefficient "
         f"kernels at the small end. Figure: `{figure.name}` (beside this report).",
         "",
-        "| sweep | family | sizes | step ms per size | measured k | FLOPs k | textbook k |",
-        "|---|---|---|---|---|---|---|",
+        "| sweep | family | sizes | step ms per size | bf16 % of peak per size | measured k | FLOPs k | textbook k |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for result in results:
         times = ", ".join(f"{1e3 * s.median:.1f}" for s in result.seconds)
+        shares = ", ".join(f"{share:.1%}" for share in result.shares_of_peak(peaks["bf16"].flops_per_s))
         lines.append(
-            f"| {result.name} | {result.family} | {', '.join(map(str, result.values))} | {times} | "
+            f"| {result.name} | {result.family} | {', '.join(map(str, result.values))} | {times} | {shares} | "
             f"{result.measured_exponent:.2f} | {result.flop_exponent:.2f} | {result.textbook} |"
         )
     lines += ["", *_bound_section(quick, peaks)]

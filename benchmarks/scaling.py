@@ -36,7 +36,16 @@ SWEEPS = (
         (4, 6, 8),
         16,
     ),
-    ("width (hidden size)", "t-jepa", "width", "2 (matmuls are width x width)", (128, 256, 384, 512), (32, 64, 96), 16),
+    # Up to BERT-Large's 1024: how close the step gets to the bf16 peak once the products are large.
+    (
+        "width (hidden size)",
+        "t-jepa",
+        "width",
+        "2 (matmuls are width x width)",
+        (128, 256, 512, 1024),
+        (32, 64, 96),
+        16,
+    ),
 )
 
 
@@ -56,6 +65,10 @@ class SweepResult:
     @property
     def flop_exponent(self) -> float:
         return fit_exponent(self.values, self.flops)
+
+    def shares_of_peak(self, peak_flops_per_s: float) -> list[float]:
+        """Each size's achieved FLOP/s (median step time) over `peak_flops_per_s`."""
+        return [flops / s.median / peak_flops_per_s for flops, s in zip(self.flops, self.seconds)]
 
 
 def fit_exponent(xs: list[float], ys: list[float]) -> float:

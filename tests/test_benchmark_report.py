@@ -72,9 +72,10 @@ def test_quick_report_structure(tmp_path):
         "width (hidden size)",
     ]
     # The FLOP exponents are properties of the models, not of the machine: ~1 in batch, length and frames, >1 in width.
-    flop_k = [_number(row[5]) for row in scaling]
+    flop_k = [_number(row[6]) for row in scaling]
+    assert all(0 < _number(share) for row in scaling for share in row[4].split(", "))
     assert abs(flop_k[0] - 1) < 0.05 and abs(flop_k[2] - 1) < 0.2 and 0.9 < flop_k[1] < 2.1 and flop_k[3] > 1.2
-    assert all(math.isfinite(_number(row[4])) for row in scaling)
+    assert all(math.isfinite(_number(row[5])) for row in scaling)
     assert (tmp_path / "benchmark_scaling.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     bound = _table(text, SECTIONS[6])[:10]  # the attention table follows in the same section
