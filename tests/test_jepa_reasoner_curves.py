@@ -2,6 +2,7 @@
 decomposition (reasoner alone by nearest target latent, Talker on the oracle chain, cosine by chain position),
 scheduled sampling in the reasoner and the Talker's training-chain sources."""
 
+import copy
 import json
 import math
 
@@ -23,6 +24,7 @@ from hf_jepa.reproductions.jepa_reasoner import reproduce_jepa_reasoner
 from hf_jepa.reproductions.jepa_reasoner_curves import (
     _summarise_tree,
     at_checkpoint,
+    combine_curve_runs,
     first_budget_reaching,
     format_curve_tables,
 )
@@ -214,6 +216,24 @@ def test_quick_curves_keep_evaluation_off_the_clock(tmp_path):
     assert (tmp_path / "curves.png").stat().st_size > 1000
     assert (tmp_path / "decomposition.png").stat().st_size > 1000 and saved["decomposition_plot"] == "decomposition.png"
     assert "JEPA-Reasoner + Dual-Talker" in result.table and "4-node trees" in result.table
+
+    # The same systems run apart (one run each, e.g. side by side on two cores) combine into the same tables.
+    def alone(system):
+        run = copy.deepcopy(saved)
+        run["options"]["systems"] = [system]
+        run["trees"]["4"]["systems"] = {system: saved["trees"]["4"]["systems"][system]}
+        return run
+
+    combined = combine_curve_runs([alone("dual"), alone("coupled")], tmp_path / "combined")
+    assert combined.table.splitlines()[1:] == result.table.splitlines()[1:]
+    assert combined.summary["options"]["systems"] == ["dual", "coupled"]
+    assert (tmp_path / "combined" / "curves.png").stat().st_size > 1000
+    with pytest.raises(ValueError, match="appear in more than one run"):
+        combine_curve_runs([alone("dual"), alone("dual")], tmp_path / "bad")
+    other_seed = alone("coupled")
+    other_seed["seed"] = 1
+    with pytest.raises(ValueError, match="same seed"):
+        combine_curve_runs([alone("dual"), other_seed], tmp_path / "bad")
 
 
 def test_sequential_talker_schedule_and_option_errors(tmp_path):

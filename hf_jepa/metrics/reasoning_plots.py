@@ -237,6 +237,8 @@ def plot_candidate_continuations(stats: dict, task: str, path: str | Path) -> st
     for axis in axes:
         axis.grid(alpha=0.3)
         axis.legend(fontsize=7)
+    figure.tight_layout()
+    return save_figure(figure, path)
 
 
 def plot_accuracy_vs_shots(accuracy: dict[str, dict[int, float]], path: str | Path, paper: dict | None = None) -> str:

@@ -389,6 +389,12 @@ def reproduce_curves(
             ReproductionResult("jepa-reasoner", results, format_curve_tables(results), output_dir).save()
     results["wall_time_s"] = round(time.perf_counter() - started, 1)
     results["load_average_end"] = os.getloadavg()
+    return _save_with_figures(results, output_dir)
+
+
+def _save_with_figures(results: dict, output_dir: Path) -> ReproductionResult:
+    """Draw `curves.png` (and `decomposition.png` when there is a decomposition) and save the result."""
+    output_dir.mkdir(parents=True, exist_ok=True)
     plot_learning_curves(results, output_dir / "curves.png")
     results["plot"] = "curves.png"
     if plot_decomposition(results, output_dir / "decomposition.png"):
@@ -396,6 +402,40 @@ def reproduce_curves(
     result = ReproductionResult("jepa-reasoner", results, format_curve_tables(results), output_dir)
     result.save()
     return result
+
+
+def combine_curve_runs(runs: list[dict], output_dir: Path) -> ReproductionResult:
+    """One result from curve runs of disjoint systems (e.g. two one-thread runs side by side, one per core): the same
+    seed, tree sizes and options apart from `systems`, each run's `results.json` as a dict. Writes `results.json`,
+    `results.md`, `curves.png` and `decomposition.png` under `output_dir`; the 95% budget is recomputed over all the
+    systems. Raises `ValueError` when the runs are not comparable."""
+    if len(runs) < 2:
+        raise ValueError(f"runs: combining needs two or more curve results, got {len(runs)}")
+
+    def settings(run: dict) -> tuple:
+        options = {k: v for k, v in run.get("options", {}).items() if k != "systems"}
+        return run.get("protocol"), run.get("seed"), run.get("quick"), sorted(run.get("trees", {})), repr(options)
+
+    if any(settings(run) != settings(runs[0]) for run in runs) or runs[0].get("protocol") != "curves":
+        raise ValueError("runs: every run must be protocol=curves with the same seed, tree sizes and options")
+    combined = {key: value for key, value in runs[0].items() if key not in ("trees", "plot", "decomposition_plot")}
+    combined["options"] = {**runs[0]["options"], "systems": [s for run in runs for s in run["options"]["systems"]]}
+    combined["combined_from"] = [
+        {key: run.get(key) for key in ("torch_threads", "load_average_start", "load_average_end", "wall_time_s")}
+        for run in runs
+    ]
+    combined["trees"] = {}
+    for nodes in runs[0]["trees"]:
+        systems: dict[str, Any] = {}
+        for run in runs:
+            overlap = set(systems) & set(run["trees"][nodes]["systems"])
+            if overlap:
+                raise ValueError(f"runs: system(s) {sorted(overlap)} appear in more than one run")
+            systems.update(run["trees"][nodes]["systems"])
+        tree = {"eval_examples": runs[0]["trees"][nodes]["eval_examples"], "systems": systems}
+        _summarise_tree(tree)
+        combined["trees"][nodes] = tree
+    return _save_with_figures(combined, output_dir)
 
 
 def _summarise_tree(tree: dict) -> None:
