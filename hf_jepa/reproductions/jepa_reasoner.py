@@ -27,17 +27,15 @@ from ..paper_figures import (
 )
 from ..progress import progress
 from ..recipes.jepa_reasoner import (
-    TRAINING_DEFAULTS,
     CoconutRecipe,
     CoupledRecipe,
     JepaReasonerDataArguments,
     JepaReasonerRecipe,
     TalkerRecipe,
 )
-from ..trainers import JepaTrainer, TrainingArguments
 from .jepa_reasoner_curves import CURVE_DEFAULTS, reproduce_curves
 from .jepa_reasoner_gsm8k import GSM8K_DEFAULTS, reproduce_gsm8k
-from .jepa_reasoner_robustness import ROBUSTNESS_SEEDS, check_robustness_options, reproduce_robustness
+from .jepa_reasoner_robustness import ROBUSTNESS_SEEDS, check_robustness_options, reproduce_robustness, train_stage
 from .result import ReproductionResult
 
 logger = logging.getLogger(__name__)
@@ -237,20 +235,7 @@ def reproduce_jepa_reasoner(
     results: dict[str, Any] = {"seed": seed, "quick": quick, "tasks": {}, "paper": PAPER}
 
     def train(recipe, task, name, steps):
-        steps = max(2, int(round(steps * steps_scale))) if not quick else 4
-        settings = {
-            **TRAINING_DEFAULTS,
-            "max_steps": steps,
-            "logging_steps": max(1, steps // 8),
-            "disable_progress_bar": False,
-        }
-        if quick:
-            settings.update(per_device_batch_size=8, warmup_steps=0, mixed_precision="no")
-        args = TrainingArguments(
-            output_dir=str(output_dir / task / name), seed=seed, overwrite_output_dir=True, **settings
-        )
-        logger.info("JEPA-Reasoner reproduction: %s / %s, %d steps", task, name, steps)
-        return JepaTrainer(recipe, args).train()
+        return train_stage(recipe, output_dir / task / name, steps, seed, quick, steps_scale)[0]
 
     for task in progress(tasks, "JEPA-Reasoner reproduction tasks"):
         task_settings = dict(REPRODUCTION_DATA[task])

@@ -53,15 +53,17 @@ KIND_TITLES = {
 }
 
 
-def _train(recipe, run_dir: Path, steps: int, seed: int, quick: bool, steps_scale: float):
-    """One stage with the tables' training settings (`reproduce_jepa_reasoner`'s `train`)."""
+def train_stage(recipe, run_dir: Path, steps: int, seed: int, quick: bool, steps_scale: float):
+    """One stage with the reproduction's training settings (`TRAINING_DEFAULTS`, `steps` x `steps_scale`; the quick
+    smoke run: 4 fp32 steps at batch 8), saved under `run_dir`: the tables' stages and the robustness seeds use it.
+    Returns the trainer's result and the stage's timing."""
     steps = max(2, int(round(steps * steps_scale))) if not quick else 4
     settings = {**TRAINING_DEFAULTS, "max_steps": steps, "logging_steps": max(1, steps // 8)}
     settings["disable_progress_bar"] = False
     if quick:
         settings.update(per_device_batch_size=8, warmup_steps=0, mixed_precision="no")
     args = TrainingArguments(output_dir=str(run_dir), seed=seed, overwrite_output_dir=True, **settings)
-    logger.info("JEPA-Reasoner robustness: %s, %d steps", run_dir, steps)
+    logger.info("JEPA-Reasoner reproduction: %s, %d steps", run_dir, steps)
     started = time.perf_counter()
     result = JepaTrainer(recipe, args).train()
     timing = {
@@ -117,7 +119,9 @@ def reproduce_robustness(
         run = output_dir / f"seed-{seed}" / "cfg"
 
         def stage(recipe, folder: str, system: str):
-            trained, info["timings"][system] = _train(recipe, run / folder, steps[system], seed, quick, steps_scale)
+            trained, info["timings"][system] = train_stage(
+                recipe, run / folder, steps[system], seed, quick, steps_scale
+            )
             return trained
 
         # The tables' order: the reasoner, then its Talker (trained on its chains), then the coupled baselines.
