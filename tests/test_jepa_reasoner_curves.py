@@ -162,6 +162,77 @@ def test_scheduled_sampling_feeds_back_the_reasoners_own_predictions(tree):
         JepaReasonerConfig.tiny(scheduled_sampling_prob=1.5)
 
 
+def test_answer_inputs_from_the_target_encoder(tree):
+    """answer_input_source="target": the answer positions read the target encoder's latents (the space generation
+    feeds back), the prompt and SEP the online encoder's; with the online encoder moved away from the target, the
+    predictions differ from "online" teacher forcing; an unknown source is refused by name."""
+    _, data, _ = tree
+    torch.manual_seed(0)
+    length = data.max_prompt_length + 1 + data.max_answer_length + 4
+    config = JepaReasonerConfig.tiny(vocab_size=data.vocab_size, max_position_embeddings=length)
+    model = JepaReasonerModel(config).eval()
+    with torch.no_grad():
+        for parameter in model.encoder.parameters():
+            parameter.add_(0.05 * torch.randn_like(parameter))  # the online encoder drifts; the target stays
+    batch = {k: data.train[k][:4] for k in ("prompt_ids", "prompt_mask", "answer_ids", "answer_mask")}
+    online = model(**batch)
+    model.config.answer_input_source = "target"
+    from_target = model(**batch)
+    ids = torch.cat([batch["prompt_ids"], torch.full_like(batch["prompt_ids"][:, :1], 4), batch["answer_ids"]], 1)
+    mask = torch.cat([batch["prompt_mask"], torch.ones_like(batch["prompt_mask"][:, :1]), batch["answer_mask"]], 1)
+    start, width = batch["prompt_ids"].shape[1], batch["answer_ids"].shape[1]
+    with torch.no_grad():
+        inputs = torch.cat(
+            [model.encoder(ids, mask)[:, : start + 1], model.target_encoder(ids, mask)[:, start + 1 :]], 1
+        )
+        expected = model.reason(inputs, mask)[:, start : start + width]
+    assert torch.allclose(from_target.predictions, expected, atol=1e-6)
+    assert not torch.allclose(from_target.predictions, online.predictions, atol=1e-3)
+    # Training: scheduled sampling mixes the first pass's predictions into the target-sourced inputs, and the loss
+    # reaches the online encoder only through the prompt and SEP.
+    model.train()
+    model.config.scheduled_sampling_prob = 1.0
+    mixed = model(**batch)
+    answer = batch["answer_mask"].bool()
+    with torch.no_grad():
+        first = model.reason(inputs, mask)[:, start : start + width]
+        mixed_inputs = inputs.clone()
+        mixed_inputs[:, start + 1 :][answer] = first[answer]
+        expected = model.reason(mixed_inputs, mask)[:, start : start + width]
+    assert torch.allclose(mixed.predictions, expected, atol=1e-5)
+    model.config.scheduled_sampling_prob = 0.0
+    answer_only = sorted(set(batch["answer_ids"][answer].tolist()) - set(ids[:, : start + 1].flatten().tolist()))
+    model.zero_grad()
+    model(**batch).loss.backward()
+    gradient = model.encoder.embed_tokens.weight.grad
+    assert answer_only and float(gradient[answer_only].abs().max()) == 0.0  # tokens seen only in answers: no gradient
+    assert float(gradient[batch["prompt_ids"][batch["prompt_mask"].bool()]].abs().max()) > 0
+    with pytest.raises(ValueError, match="answer_input_source must be one of"):
+        JepaReasonerConfig.tiny(answer_input_source="teacher")
+
+
+def test_context_free_latents_without_encoder_blocks(tree):
+    """num_encoder_layers=0: every latent is its token's normalised embedding, whatever precedes it (the
+    targets are context-free), and the nearest-latent decoding of the targets returns the answer tokens."""
+    _, data, _ = tree
+    torch.manual_seed(0)
+    length = data.max_prompt_length + 1 + data.max_answer_length + 4
+    config = JepaReasonerConfig.tiny(vocab_size=data.vocab_size, max_position_embeddings=length, num_encoder_layers=0)
+    model = JepaReasonerModel(config).eval()
+    assert len(model.target_encoder.layers) == 0
+    ids = torch.tensor([[5, 6, 7, 8], [9, 6, 7, 8]])
+    latents = model.encode(ids, use_target_encoder=True)
+    assert torch.allclose(latents[0, 1:], latents[1, 1:])  # a different first token changes nothing after it
+    assert torch.allclose(latents, model.target_encoder.norm(model.target_encoder.embed_tokens(ids)), atol=1e-6)
+    ev = {k: v[:6] for k, v in data.eval.items()}
+    targets = reasoner_chains(model, ev, data.max_answer_length)["targets"]
+    decoded = nearest_latent_decode(model, ev["prompt_ids"], ev["prompt_mask"], targets, answer_candidate_ids(data))
+    answer = ev["answer_mask"].bool()[:, : decoded.shape[1]]
+    assert torch.equal(decoded[answer], ev["answer_ids"][:, : decoded.shape[1]][answer])
+    with pytest.raises(ValueError, match="num_encoder_layers"):
+        JepaReasonerConfig.tiny(num_encoder_layers=-1)
+
+
 # ------------------------------------------------------------------------------------------- the curves protocol
 
 
@@ -234,6 +305,20 @@ def test_quick_curves_keep_evaluation_off_the_clock(tmp_path):
     other_seed["seed"] = 1
     with pytest.raises(ValueError, match="same seed"):
         combine_curve_runs([alone("dual"), other_seed], tmp_path / "bad")
+
+    # A reasoner variant beside the coupled transformer: its overrides concern a model the other run never trains.
+    def alone_as(system):  # the dual run relabelled as another reasoner + Talker system (same reasoner)
+        run = alone("dual")
+        run["options"]["systems"] = [system]
+        run["trees"]["4"]["systems"] = {system: run["trees"]["4"]["systems"]["dual"]}
+        return run
+
+    variant = alone("dual")
+    variant["options"]["config_overrides"] = {"reasoner": {"num_encoder_layers": 0}, "coupled": {"hidden_size": 64}}
+    combined = combine_curve_runs([variant, alone("coupled")], tmp_path / "variant")
+    assert combined.summary["options"]["config_overrides"] == {"reasoner": {"num_encoder_layers": 0}}
+    with pytest.raises(ValueError, match=r"the \['reasoner'\] config overrides differ"):
+        combine_curve_runs([variant, alone_as("mono")], tmp_path / "bad")  # mono trains the same reasoner
 
 
 def test_sequential_talker_schedule_and_option_errors(tmp_path):

@@ -87,7 +87,7 @@ def assert_state_dicts_equal(a: dict, b: dict):
         (JepaReasonerConfig, dict(sep_token_id=64), "sep_token_id"),
         (JepaReasonerConfig, dict(ema_momentum=1.5), "ema_momentum"),
         (JepaReasonerConfig, dict(cosine_loss_scale=0.0), "cosine_loss_scale"),
-        (JepaReasonerConfig, dict(num_encoder_layers=0), "num_encoder_layers"),
+        (JepaReasonerConfig, dict(num_encoder_layers=-1), "num_encoder_layers"),
         (MonoTalkerConfig, dict(num_context_layers=2), "num_context_layers"),
         (DualTalkerConfig, dict(num_context_layers=0), "num_context_layers"),
         (MonoTalkerConfig, dict(latent_size=0), "latent_size"),

@@ -57,6 +57,13 @@ SYSTEM_LABELS = {
     "coupled": "coupled transformer",
     "coconut": "COCONUT",
 }
+# The models (config_overrides keys) each system trains.
+SYSTEM_MODELS = {
+    "mono": ("reasoner", "mono"),
+    "dual": ("reasoner", "dual"),
+    "coupled": ("coupled",),
+    "coconut": ("coconut",),
+}
 TALKER_SCHEDULES = ("interleaved", "sequential")
 TARGET_ACCURACY = 0.95  # issue 15: report every system at the budget where the coupled transformer first reaches it
 WARMUP_STEPS = TRAINING_DEFAULTS["warmup_steps"]
@@ -413,13 +420,31 @@ def combine_curve_runs(runs: list[dict], output_dir: Path) -> ReproductionResult
         raise ValueError(f"runs: combining needs two or more curve results, got {len(runs)}")
 
     def settings(run: dict) -> tuple:
-        options = {k: v for k, v in run.get("options", {}).items() if k != "systems"}
+        options = {k: v for k, v in run.get("options", {}).items() if k not in ("systems", "config_overrides")}
         return run.get("protocol"), run.get("seed"), run.get("quick"), sorted(run.get("trees", {})), repr(options)
 
     if any(settings(run) != settings(runs[0]) for run in runs) or runs[0].get("protocol") != "curves":
         raise ValueError("runs: every run must be protocol=curves with the same seed, tree sizes and options")
+    # Config overrides may differ between runs only for models one of them does not train (e.g. a reasoner variant
+    # run beside the coupled transformer); a model both train must be the same model in both.
+    overrides: dict[str, Any] = {}
+    for run in runs:
+        trained = {model for system in run["options"]["systems"] for model in SYSTEM_MODELS[system]}
+        for model, fields in (run["options"].get("config_overrides") or {}).items():
+            if model in trained and fields:
+                overrides[model] = fields
+    for run in runs:
+        trained = {model for system in run["options"]["systems"] for model in SYSTEM_MODELS[system]}
+        own = {model: fields for model, fields in (run["options"].get("config_overrides") or {}).items() if fields}
+        differing = sorted(m for m in trained & set(overrides) | trained & set(own) if own.get(m) != overrides.get(m))
+        if differing:
+            raise ValueError(f"runs: the {differing} config overrides differ between runs that both train it")
     combined = {key: value for key, value in runs[0].items() if key not in ("trees", "plot", "decomposition_plot")}
-    combined["options"] = {**runs[0]["options"], "systems": [s for run in runs for s in run["options"]["systems"]]}
+    combined["options"] = {
+        **runs[0]["options"],
+        "systems": [s for run in runs for s in run["options"]["systems"]],
+        "config_overrides": overrides or None,
+    }
     combined["combined_from"] = [
         {key: run.get(key) for key in ("torch_threads", "load_average_start", "load_average_end", "wall_time_s")}
         for run in runs

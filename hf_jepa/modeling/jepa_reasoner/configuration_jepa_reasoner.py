@@ -14,6 +14,8 @@ checks that every default equals the tokenizer's id.
 from transformers import AutoConfig, PretrainedConfig
 
 LATENT_NORMS = ("rms_l2", "l2")
+# Where the answer positions' input latents come from in teacher-forced training (see JepaReasonerConfig).
+ANSWER_INPUT_SOURCES = ("online", "target")
 
 # The paper's sizes: a 0.9B reasoner and a 198M Talker, on a GPT-2-sized vocabulary (50,257 rounded up to 50,304).
 PAPER_VOCAB_SIZE = 50304
@@ -96,7 +98,9 @@ class JepaReasonerConfig(PretrainedConfig):
         hidden_size (`int`, *optional*, defaults to 1536): latent width (shared by encoder and reasoning blocks).
         num_hidden_layers (`int`, *optional*, defaults to 25): reasoning blocks.
         num_encoder_layers (`int`, *optional*, defaults to 4): causal blocks of the token encoder (and its EMA
-            target copy).
+            target copy). 0 makes every latent its token's own normalised embedding: context-free targets, so the
+            reasoner predicts a point among the vocabulary's latents (the paper's "mixed latents" are linear
+            combinations of vocabulary embeddings) rather than a contextual latent of the whole prefix.
         num_attention_heads (`int`, *optional*, defaults to 12): attention heads (head width 128 at full size).
         intermediate_size (`int`, *optional*, defaults to 4096): SwiGLU MLP width.
         max_position_embeddings (`int`, *optional*, defaults to 2048): longest sequence the model accepts (prompt +
@@ -121,6 +125,13 @@ class JepaReasonerConfig(PretrainedConfig):
             a gradient-free teacher-forced pass gives the predictions, the loss comes from the second pass over the
             mixed inputs). 0.0 is pure teacher forcing (the paper's training); it narrows the gap between the
             teacher-forced inputs of training and the free-running chain of generation. Generation ignores it.
+        answer_input_source (`str`, *optional*, defaults to `"online"`): the latents the reasoning blocks read at the
+            answer positions in teacher-forced training: `"online"` (the token encoder's, the prompt's encoder) or
+            `"target"` (the target encoder's, gradient-free: the very latents the predictions are trained to match,
+            hence the space of what generation feeds back). The prompt and SEP always come from the token encoder.
+            With a fast EMA the two nearly coincide; with a slow or frozen target (`ema_momentum` 1.0) the online
+            encoder drifts away from the target space, and `"online"` trains the blocks on inputs unlike the
+            fed-back predictions they read at generation.
         pad_token_id, bos_token_id, eos_token_id, sep_token_id (`int`): special token ids (0, 2, 3, 4).
         initializer_range (`float`, *optional*, defaults to 0.02): std of the truncated-normal weight init.
         hidden_dropout (`float`, *optional*, defaults to 0.0): dropout on each block's residual branches.
@@ -146,6 +157,7 @@ class JepaReasonerConfig(PretrainedConfig):
         ema_momentum_end: float = 1.0,
         cosine_loss_scale: float = 4.0,
         scheduled_sampling_prob: float = 0.0,
+        answer_input_source: str = "online",
         # Special token ids: build_reasoning_tokenizer's (see the module docstring); a test keeps them equal.
         pad_token_id: int = 0,
         bos_token_id: int = 2,
@@ -171,6 +183,7 @@ class JepaReasonerConfig(PretrainedConfig):
         self.ema_momentum_end = ema_momentum_end
         self.cosine_loss_scale = cosine_loss_scale
         self.scheduled_sampling_prob = scheduled_sampling_prob
+        self.answer_input_source = answer_input_source
         self.pad_token_id = pad_token_id
         self.bos_token_id = bos_token_id
         self.eos_token_id = eos_token_id
@@ -183,11 +196,17 @@ class JepaReasonerConfig(PretrainedConfig):
     def validate(self):
         """Raise `ValueError` naming the first invalid field."""
         _check_block_fields(self)
-        _check_positive_ints(self, ("num_encoder_layers", "num_reasoning_steps"))
+        _check_non_negative_ints(self, ("num_encoder_layers",))
+        _check_positive_ints(self, ("num_reasoning_steps",))
         if self.num_reasoning_steps >= self.max_position_embeddings:
             raise ValueError(
                 f"JepaReasonerConfig.num_reasoning_steps ({self.num_reasoning_steps}) must be smaller than "
                 f"max_position_embeddings ({self.max_position_embeddings}): the prompt needs positions too"
+            )
+        if self.answer_input_source not in ANSWER_INPUT_SOURCES:
+            raise ValueError(
+                f"JepaReasonerConfig.answer_input_source must be one of {ANSWER_INPUT_SOURCES}, got "
+                f"{self.answer_input_source!r}"
             )
         if self.latent_norm not in LATENT_NORMS:
             raise ValueError(f"JepaReasonerConfig.latent_norm must be one of {LATENT_NORMS}, got {self.latent_norm!r}")

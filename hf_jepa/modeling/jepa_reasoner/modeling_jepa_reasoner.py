@@ -628,10 +628,10 @@ class JepaReasonerModel(JepaReasonerPreTrainedModel):
     through `ema_pairs()`).
 
     Training (`forward`): `[prompt, SEP, answer]` (prompt left-padded, answer = tokens + EOS + right padding) is
-    encoded into latents; the reasoning blocks read them causally and predict at position t the target encoder's
-    latent of token t+1. The loss `k - k * cos` counts the positions that predict an answer token or the EOS, i.e.
-    the SEP position and every answer position whose next token is not padding (`answer_mask`); the prompt positions
-    do not count.
+    encoded into latents (the answer positions' by the target encoder when `config.answer_input_source="target"`);
+    the reasoning blocks read them causally and predict at position t the target encoder's latent of token t+1. The
+    loss `k - k * cos` counts the positions that predict an answer token or the EOS, i.e. the SEP position and every
+    answer position whose next token is not padding (`answer_mask`); the prompt positions do not count.
 
     Generation (`generate_latents`): `[prompt, SEP]` is encoded, the reasoning blocks predict the next latent, which
     (optionally perturbed by Gaussian noise and re-normalised) is appended as the next input, `num_steps` times. The
@@ -737,14 +737,19 @@ class JepaReasonerModel(JepaReasonerPreTrainedModel):
             )
         latents = self.encoder(ids, mask)
         inputs = latents
-        if answer_ids is not None and self.training and config.scheduled_sampling_prob > 0:
-            inputs = self._mix_in_own_predictions(latents, mask, prompt_ids.shape[1], answer_mask)
+        start = prompt_ids.shape[1]
+        if answer_ids is not None:
+            with torch.no_grad():
+                targets = self.target_encoder(ids, mask)[:, start + 1 :]
+            if config.answer_input_source == "target":
+                # Teacher forcing in the space generation feeds back: the answer positions read the target latents.
+                inputs = torch.cat([latents[:, : start + 1], targets.to(latents.dtype)], 1)
+            if self.training and config.scheduled_sampling_prob > 0:
+                inputs = self._mix_in_own_predictions(inputs, mask, start, answer_mask)
         predicted = self.reason(inputs, mask)
         parts = dict(encoder_latents=latents, reasoner_latents=predicted)
         if answer_ids is not None:
-            start, length = prompt_ids.shape[1], answer_ids.shape[1]
-            with torch.no_grad():
-                targets = self.target_encoder(ids, mask)[:, start + 1 :]
+            length = answer_ids.shape[1]
             predictions = predicted[:, start : start + length]
             loss = scaled_cosine_loss(predictions, targets, config.cosine_loss_scale, answer_mask)
             parts.update(loss=loss, predictions=predictions, targets=targets, answer_mask=answer_mask)
