@@ -427,16 +427,14 @@ def combine_curve_runs(runs: list[dict], output_dir: Path) -> ReproductionResult
         raise ValueError("runs: every run must be protocol=curves with the same seed, tree sizes and options")
     # Config overrides may differ between runs only for models one of them does not train (e.g. a reasoner variant
     # run beside the coupled transformer); a model both train must be the same model in both.
-    overrides: dict[str, Any] = {}
+    trained_overrides = []  # per run: {model it trains: its overrides (empty: none)}
     for run in runs:
-        trained = {model for system in run["options"]["systems"] for model in SYSTEM_MODELS[system]}
-        for model, fields in (run["options"].get("config_overrides") or {}).items():
-            if model in trained and fields:
-                overrides[model] = fields
-    for run in runs:
-        trained = {model for system in run["options"]["systems"] for model in SYSTEM_MODELS[system]}
-        own = {model: fields for model, fields in (run["options"].get("config_overrides") or {}).items() if fields}
-        differing = sorted(m for m in trained & set(overrides) | trained & set(own) if own.get(m) != overrides.get(m))
+        given = run["options"].get("config_overrides") or {}
+        models = {model for system in run["options"]["systems"] for model in SYSTEM_MODELS[system]}
+        trained_overrides.append({model: given.get(model) or {} for model in models})
+    overrides = {model: fields for own in trained_overrides for model, fields in own.items() if fields}
+    for own in trained_overrides:
+        differing = sorted(model for model, fields in own.items() if fields != overrides.get(model, {}))
         if differing:
             raise ValueError(f"runs: the {differing} config overrides differ between runs that both train it")
     combined = {key: value for key, value in runs[0].items() if key not in ("trees", "plot", "decomposition_plot")}
