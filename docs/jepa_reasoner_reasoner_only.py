@@ -38,8 +38,9 @@ def candidate_scores(reasoner, ev, chain, candidates, steps):
     scores = contextual_candidate_similarities(
         reasoner, ev["prompt_ids"], ev["prompt_mask"], chain, candidates, answers, ev["answer_mask"][:, :steps]
     )
-    column = {int(c): i for i, c in enumerate(candidates)}
-    true_column = torch.tensor([[column.get(int(t), 0) for t in row] for row in answers])
+    column = torch.zeros(int(candidates.max()) + 1, dtype=torch.long)  # token id -> its candidate column
+    column[candidates] = torch.arange(candidates.numel())
+    true_column = column[answers.clamp(max=column.numel() - 1)]  # padding (not scored) maps to some column
     similarity = scores["similarity"]
     true_similarity = similarity.gather(2, true_column[..., None])[..., 0]
     best_other = similarity.scatter(2, true_column[..., None], -2.0).max(-1).values
@@ -67,10 +68,7 @@ def evaluate(reasoner, data, stage) -> dict:
         "steps": stage.step,
         "tf_token_acc": float(((decoded == answers) & mask).sum() / mask.sum()),
         "tf_row_acc": float(((decoded == answers) | ~mask).all(1).float().mean()),
-        "tf_acc_by_pos": [
-            float(((decoded[:, i] == answers[:, i]) & mask[:, i]).sum() / mask[:, i].sum())  # NaN: no row that long
-            for i in range(steps)
-        ],
+        "tf_acc_by_pos": (((decoded == answers) & mask).sum(0) / mask.sum(0)).tolist(),  # NaN: no row that long
         "tf_margin_mean": float((true_similarity - best_other)[mask].mean()),
         "target_spacing_mean": float(spacing[mask].mean()),
         "fr_row_acc": data.accuracy(data.eval_examples, data.decode(free["decoded"])),
