@@ -60,7 +60,7 @@ def main():
         }
         chain = reasoner.generate_latents(*prompt, num_steps=steps)
     latents = args.batch_size * steps
-    print("1. latent chain generation (cpu_fast reasoner, 2 encoder + 4 reasoning blocks, 128 wide)")
+    print("1. latent chain generation (cpu_fast reasoner, 6 reasoning blocks, 128 wide)")
     print(f"   recompute every step: {latents / chain_s[False]:8.0f} latents/s")
     print(
         f"   KV cache:             {latents / chain_s[True]:8.0f} latents/s   speed-up "

@@ -14,8 +14,10 @@ eval examples:
 - `tf_cos` / `fr_cos`: mean cosine to the targets; `targets_mean_pairwise_cos`: mean cosine between target latents
   of different answer positions (a collapse indicator).
 
-usage: OMP_NUM_THREADS=1 python docs/jepa_reasoner_reasoner_only.py OUTPUT.json BUDGET EVERY ['{"reasoner": {...}}']
-(the JSON: config overrides, as the curves protocol's `config_overrides`)."""
+usage: OMP_NUM_THREADS=1 python docs/jepa_reasoner_reasoner_only.py OUTPUT.json BUDGET EVERY ['{"reasoner": {...}}'
+['{"learning_rate": 2e-3, "scheduled_sampling_prob": 0.25}']] (the first JSON: config overrides, as the curves
+protocol's `config_overrides`; the second: the reasoner stage's peak learning rate, default 1e-3, and the curves
+protocol's final scheduled-sampling probability, default 0)."""
 
 import json
 import sys
@@ -79,7 +81,10 @@ def evaluate(reasoner, data, stage) -> dict:
     }
 
 
-def main(output: Path, budget_minutes: float, every_minutes: float, overrides: dict) -> None:
+def main(output: Path, budget_minutes: float, every_minutes: float, overrides: dict, training: dict) -> None:
+    unknown = set(training) - {"learning_rate", "scheduled_sampling_prob"}
+    if unknown:
+        sys.exit(f"training options: unknown {sorted(unknown)} (expected learning_rate, scheduled_sampling_prob)")
     data_args = JepaReasonerDataArguments(
         task="tree_search", num_nodes=7, task_seed=0, num_train_examples=20000, num_eval_examples=300, plot=False
     )
@@ -87,8 +92,11 @@ def main(output: Path, budget_minutes: float, every_minutes: float, overrides: d
     configs = _configs(cpu_configs, data, False, overrides)
     # The reasoner stage of a dual run whose reasoner share (1 - talker_share = 0.7) is the budget.
     options = {**CURVE_DEFAULTS, "budget_minutes": budget_minutes / 0.7, "mixed_precision": True, "batch_size": 64}
+    options["scheduled_sampling_prob"] = training.get("scheduled_sampling_prob", 0.0)
     stage = _build_stages("dual", configs, data_args, data, 0, options)[0]
-    result = {"overrides": overrides, "torch_threads": torch.get_num_threads(), "checkpoints": []}
+    stage.base_lr = training.get("learning_rate", stage.base_lr)  # _train_step sets each step's lr from it
+    result = {"overrides": overrides, "training": training, "torch_threads": torch.get_num_threads()}
+    result["checkpoints"] = []
     started = time.perf_counter()
     for k in range(1, int(budget_minutes / every_minutes + 1e-9) + 1):
         while stage.spent_s < 60 * every_minutes * k:
@@ -102,6 +110,6 @@ def main(output: Path, budget_minutes: float, every_minutes: float, overrides: d
 if __name__ == "__main__":
     if len(sys.argv) < 4:
         sys.exit(__doc__.split("\n\n")[-1])
-    main(
-        Path(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), json.loads(sys.argv[4]) if len(sys.argv) > 4 else {}
-    )
+    json_arguments = [json.loads(argument) for argument in sys.argv[4:6]]
+    json_arguments += [{}] * (2 - len(json_arguments))
+    main(Path(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), *json_arguments)

@@ -66,7 +66,7 @@ PAPER = {
 
 
 def cpu_configs(data: ReasoningData, quick: bool = False) -> dict[str, Any]:
-    """The models the reproduction trains, sized for a 2-core CPU: a 128-wide reasoner (2 encoder + 4 reasoning
+    """The models the reproduction trains, sized for a 2-core CPU: a 128-wide context-free reasoner (6 reasoning
     blocks), 3-block Talkers (the Dual-Talker adds 2 context blocks), and coupled baselines with as many blocks as the
     reasoner (6) at the same width. `quick=True`: the tiny test presets."""
     vocab = data.vocab_size
