@@ -230,8 +230,10 @@ def test_cli_runs_the_robustness_protocol(tmp_path, capsys):
         ]
     )
     assert code == 0
-    table = capsys.readouterr().out
+    captured = capsys.readouterr()
+    table = captured.out
     assert "+-" in table and PAPER_CLAIM in table
+    assert "train jepa-reasoner" not in captured.err  # --no-progress also silences each stage's training bar
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["seeds"] == [0, 1] and set(results["per_seed"]) == {"0", "1"}
     assert (tmp_path / "results.md").read_text() == table

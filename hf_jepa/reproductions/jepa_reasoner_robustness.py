@@ -15,6 +15,7 @@ from ..metrics.reasoning import CoconutSystem, CoupledSystem, DecoupledSystem
 from ..metrics.reasoning_plots import plot_cfg_robustness_seeds
 from ..metrics.reasoning_robustness import ROBUSTNESS_KINDS, check_seeds, robustness_over_seeds
 from ..modeling.jepa_reasoner import JepaReasonerWithTalker
+from ..progress import progress_bars_enabled
 from ..recipes.jepa_reasoner import (
     TRAINING_DEFAULTS,
     CoconutRecipe,
@@ -59,7 +60,7 @@ def train_stage(recipe, run_dir: Path, steps: int, seed: int, quick: bool, steps
     Returns the trainer's result and the stage's timing."""
     steps = max(2, int(round(steps * steps_scale))) if not quick else 4
     settings = {**TRAINING_DEFAULTS, "max_steps": steps, "logging_steps": max(1, steps // 8)}
-    settings["disable_progress_bar"] = False
+    settings["disable_progress_bar"] = not progress_bars_enabled()  # `--no-progress` covers the stages' bars too
     if quick:
         settings.update(per_device_batch_size=8, warmup_steps=0, mixed_precision="no")
     args = TrainingArguments(output_dir=str(run_dir), seed=seed, overwrite_output_dir=True, **settings)
