@@ -15,9 +15,10 @@ eval examples:
   of different answer positions (a collapse indicator).
 
 usage: OMP_NUM_THREADS=1 python docs/jepa_reasoner_reasoner_only.py OUTPUT.json BUDGET EVERY ['{"reasoner": {...}}'
-['{"learning_rate": 2e-3, "scheduled_sampling_prob": 0.25}']] (the first JSON: config overrides, as the curves
-protocol's `config_overrides`; the second: the reasoner stage's peak learning rate, default 1e-3, and the curves
-protocol's final scheduled-sampling probability, default 0)."""
+['{"learning_rate": 2e-3, "scheduled_sampling_prob": 0.25, "seed": 1}']] (the first JSON: config overrides, as the
+curves protocol's `config_overrides`; the second: the reasoner stage's peak learning rate, default 1e-3, the curves
+protocol's final scheduled-sampling probability, default 0, and the seed of the model's initialisation and batch
+order, default 0; the data stay those of seed 0)."""
 
 import json
 import sys
@@ -82,9 +83,9 @@ def evaluate(reasoner, data, stage) -> dict:
 
 
 def main(output: Path, budget_minutes: float, every_minutes: float, overrides: dict, training: dict) -> None:
-    unknown = set(training) - {"learning_rate", "scheduled_sampling_prob"}
+    unknown = set(training) - {"learning_rate", "scheduled_sampling_prob", "seed"}
     if unknown:
-        sys.exit(f"training options: unknown {sorted(unknown)} (expected learning_rate, scheduled_sampling_prob)")
+        sys.exit(f"training options: unknown {sorted(unknown)} (expected learning_rate, scheduled_sampling_prob, seed)")
     data_args = JepaReasonerDataArguments(
         task="tree_search", num_nodes=7, task_seed=0, num_train_examples=20000, num_eval_examples=300, plot=False
     )
@@ -93,7 +94,7 @@ def main(output: Path, budget_minutes: float, every_minutes: float, overrides: d
     # The reasoner stage of a dual run whose reasoner share (1 - talker_share = 0.7) is the budget.
     options = {**CURVE_DEFAULTS, "budget_minutes": budget_minutes / 0.7, "mixed_precision": True, "batch_size": 64}
     options["scheduled_sampling_prob"] = training.get("scheduled_sampling_prob", 0.0)
-    stage = _build_stages("dual", configs, data_args, data, 0, options)[0]
+    stage = _build_stages("dual", configs, data_args, data, training.get("seed", 0), options)[0]
     stage.base_lr = training.get("learning_rate", stage.base_lr)  # _train_step sets each step's lr from it
     result = {"overrides": overrides, "training": training, "torch_threads": torch.get_num_threads()}
     result["checkpoints"] = []
