@@ -18,7 +18,14 @@ from hf_jepa.metrics.reasoning import (
     nearest_latent_decode,
     reasoner_chains,
 )
-from hf_jepa.modeling.jepa_reasoner import JepaReasonerConfig, JepaReasonerModel, MonoTalkerConfig, MonoTalkerModel
+from hf_jepa.modeling.jepa_reasoner import (
+    CoupledTransformerConfig,
+    CoupledTransformerLM,
+    JepaReasonerConfig,
+    JepaReasonerModel,
+    MonoTalkerConfig,
+    MonoTalkerModel,
+)
 from hf_jepa.recipes.jepa_reasoner import JepaReasonerDataArguments, TalkerRecipe, talker_training_chains
 from hf_jepa.reproductions.jepa_reasoner import reproduce_jepa_reasoner
 from hf_jepa.reproductions.jepa_reasoner_curves import (
@@ -231,6 +238,21 @@ def test_context_free_latents_without_encoder_blocks(tree):
     assert torch.equal(decoded[answer], ev["answer_ids"][:, : decoded.shape[1]][answer])
     with pytest.raises(ValueError, match="num_encoder_layers"):
         JepaReasonerConfig.tiny(num_encoder_layers=-1)
+
+
+def test_cpu_fast_reasoner_is_context_free_and_parameter_matched():
+    """The reproduction's reasoner: no encoder blocks, teacher forcing on the target latents, 6 reasoning blocks, and
+    the parameter count README quotes for tree search (vocabulary 39), within 1% of the coupled baseline's."""
+    config = JepaReasonerConfig.cpu_fast(vocab_size=39)
+    assert (config.num_encoder_layers, config.num_hidden_layers, config.answer_input_source) == (0, 6, "target")
+    reasoner = JepaReasonerModel(config)
+    coupled = CoupledTransformerLM(CoupledTransformerConfig.cpu_fast(vocab_size=39))
+
+    def trainable(model):
+        return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+    assert trainable(reasoner) == 1_284_736
+    assert abs(trainable(reasoner) - trainable(coupled)) / trainable(coupled) < 0.01
 
 
 # ------------------------------------------------------------------------------------------- the curves protocol
