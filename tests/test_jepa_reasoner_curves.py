@@ -17,6 +17,7 @@ from hf_jepa.metrics.reasoning import (
     decompose_accuracy,
     nearest_latent_decode,
     reasoner_chains,
+    with_free_running_tail,
 )
 from hf_jepa.modeling.jepa_reasoner import (
     CoupledTransformerConfig,
@@ -100,6 +101,18 @@ def test_decompose_accuracy_reports_every_part(tree):
     assert -1.0 <= parts["cosine_free_running_mean"] <= 1.0
 
 
+def test_with_free_running_tail_keeps_the_answer_and_continues_free_running():
+    chain = torch.arange(12.0).reshape(2, 3, 2)
+    free = -torch.arange(12.0).reshape(2, 3, 2)
+    spliced = with_free_running_tail(chain, free, torch.tensor([[1, 1, 0], [1, 0, 0]]))
+    expected = torch.tensor([[[0.0, 1.0], [2.0, 3.0], [-4.0, -5.0]], [[6.0, 7.0], [-8.0, -9.0], [-10.0, -11.0]]])
+    assert torch.equal(spliced, expected)
+    with pytest.raises(ValueError, match="answer_mask must have shape"):
+        with_free_running_tail(chain, free, torch.ones(2, 2))
+    with pytest.raises(ValueError, match="share a"):
+        with_free_running_tail(chain, free[:, :2], torch.ones(2, 3))
+
+
 # ------------------------------------------------------------------------------------------- training options
 
 
@@ -109,11 +122,14 @@ def test_talker_training_chain_sources(tree):
     steps = data.max_answer_length
     with torch.no_grad():
         out = reasoner(**batch)
-    target = talker_training_chains(reasoner, batch, steps, "target")
-    assert torch.equal(target, out.targets.float())
-    teacher = talker_training_chains(reasoner, batch, steps, "teacher_forced")
-    assert torch.equal(teacher, out.predictions.float())
     free = talker_training_chains(reasoner, batch, steps, "free_running")
+    answer = batch["answer_mask"][:, :steps].bool()
+    assert (~answer).any()  # some rows end before the chain does
+    target = talker_training_chains(reasoner, batch, steps, "target")
+    assert torch.equal(target[answer], out.targets.float()[answer]) and torch.equal(target[~answer], free[~answer])
+    teacher = talker_training_chains(reasoner, batch, steps, "teacher_forced")
+    assert torch.equal(teacher[answer], out.predictions.float()[answer])
+    assert torch.equal(teacher[~answer], free[~answer])
     assert torch.allclose(free[:, 0], teacher[:, 0], atol=1e-5) and not torch.allclose(free, teacher, atol=1e-3)
     noisy = talker_training_chains(reasoner, batch, steps, "target", 0.5, torch.Generator().manual_seed(0))
     assert torch.allclose(noisy.norm(dim=-1), torch.ones(noisy.shape[:2]), atol=1e-5)
@@ -130,7 +146,10 @@ def test_talker_recipe_trains_on_the_chosen_chains(tree):
     recipe = TalkerRecipe(config, target_args, data=data, reasoner=reasoner)
     with torch.no_grad():
         expected = reasoner(**{k: data.train[k] for k in ("prompt_ids", "prompt_mask", "answer_ids", "answer_mask")})
-    assert torch.allclose(recipe.train_chains, expected.targets.float(), atol=1e-6)
+    answer = data.train["answer_mask"][:, : data.max_answer_length].bool()
+    assert torch.allclose(recipe.train_chains[answer], expected.targets.float()[answer], atol=1e-6)
+    free = talker_training_chains(reasoner, data.train, data.max_answer_length, "free_running")
+    assert torch.allclose(recipe.train_chains[~answer], free[~answer], atol=1e-6)
     with pytest.raises(ValueError, match="talker_chain_source must be one of"):
         JepaReasonerDataArguments(task="tree_search", talker_chain_source="noisy")
     with pytest.raises(ValueError, match="talker_chain_noise_std"):

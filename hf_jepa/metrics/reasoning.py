@@ -189,6 +189,25 @@ def cosine_by_position(predicted: torch.Tensor, targets: torch.Tensor, mask: tor
     return [float(s / c) if c > 0 else float("nan") for s, c in zip(sums, counts)]
 
 
+def with_free_running_tail(chain: torch.Tensor, free_running: torch.Tensor, answer_mask: torch.Tensor) -> torch.Tensor:
+    """`chain` at the answer positions (answer tokens and [EOS]: `answer_mask` `(batch, steps)` is 1), `free_running`
+    after them: a teacher-forced or target chain as a Talker meets chains at inference.
+
+    A reasoner generates a fixed number of latents, so past [EOS] a chain goes on with whatever the reasoner generates
+    there; the target encoder's latents at those positions are those of padding tokens, which no free-running chain
+    contains. A Talker trained on free-running chains can fail on such a tail: on 11-node trees a Mono-Talker read the
+    whole target chain at 22.0% and the same targets with the free-running tail at 95.7%
+    (`docs/jepa_reasoner_talker_rows.md`)."""
+    if chain.shape != free_running.shape or chain.ndim != 3:
+        raise ValueError(
+            f"chain and free_running must share a (batch, steps, hidden) shape, got {tuple(chain.shape)} and "
+            f"{tuple(free_running.shape)}"
+        )
+    if tuple(answer_mask.shape) != tuple(chain.shape[:2]):
+        raise ValueError(f"answer_mask must have shape {tuple(chain.shape[:2])}, got {tuple(answer_mask.shape)}")
+    return torch.where(answer_mask.bool()[..., None].to(chain.device), chain, free_running)
+
+
 def answer_candidate_ids(data: ReasoningData) -> torch.Tensor:
     """Token ids an answer can hold: every id but [PAD], [UNK], [BOS] and [SEP] (the words and [EOS])."""
     vocab = data.tokenizer.get_vocab()
@@ -343,7 +362,8 @@ def decompose_accuracy(reasoner, talker, data: ReasoningData, pair_answers: list
     - `reasoner_alone_accuracy`: the free-running chain decoded by nearest target latent (`nearest_latent_decode`),
       no Talker: what the chain itself encodes;
     - `talker_oracle_accuracy`: the Talker reading the target encoder's latents of the true answer (an upper bound
-      of the Talker: a perfect reasoner's chain, as far as the targets define one);
+      of the Talker: a perfect reasoner's chain, as far as the targets define one), continued after [EOS] by the
+      free-running chain (`with_free_running_tail`: the targets define nothing there);
     - `pair_accuracy`: the Talker reading the free-running chain (the system's accuracy; `pair_answers` if given);
     - `cosine_teacher_forced` / `cosine_free_running`: mean cosine to the targets at each chain position (answer
       tokens and [EOS] only), and their means over all those positions (`..._mean`).
@@ -357,7 +377,8 @@ def decompose_accuracy(reasoner, talker, data: ReasoningData, pair_answers: list
     )
     if pair_answers is None:
         pair_answers = talker_answers(talker, data, chains["free_running"], ev["prompt_ids"], ev["prompt_mask"])
-    oracle = talker_answers(talker, data, chains["targets"], ev["prompt_ids"], ev["prompt_mask"])
+    oracle_chain = with_free_running_tail(chains["targets"], chains["free_running"], mask)
+    oracle = talker_answers(talker, data, oracle_chain, ev["prompt_ids"], ev["prompt_mask"])
     examples = data.eval_examples
     result = {
         "reasoner_alone_accuracy": data.accuracy(examples, data.decode(tokens)),

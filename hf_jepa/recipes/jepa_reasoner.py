@@ -18,7 +18,14 @@ from transformers import GenerationConfig
 
 from ..cards.jepa_reasoner import render_card, result_rows
 from ..data.reasoning import REASONING_TASKS, ReasoningData
-from ..metrics.reasoning import CoconutSystem, CoupledSystem, DecoupledSystem, mixed_latents, talker_answers
+from ..metrics.reasoning import (
+    CoconutSystem,
+    CoupledSystem,
+    DecoupledSystem,
+    mixed_latents,
+    talker_answers,
+    with_free_running_tail,
+)
 from ..metrics.reasoning_plots import plot_mixed_latents
 from ..modeling.jepa_reasoner import (
     CoconutConfig,
@@ -68,7 +75,8 @@ class JepaReasonerDataArguments:
     talker_chain_source: the chains a Talker trains on (`TALKER_CHAIN_SOURCES`): `"free_running"` (the default and the
         paper's: the frozen reasoner's own chain, what the Talker reads at inference), `"teacher_forced"` (the
         reasoner's predictions given the true answer as input) or `"target"` (the target encoder's latents of the true
-        answer). Evaluation always reads the free-running chain.
+        answer); the last two up to the answer's [EOS] and the free-running chain after it, as a Talker reads chains
+        at inference. Evaluation always reads the free-running chain.
     talker_chain_noise_std: Gaussian noise added to every training chain latent (then re-normalised to unit length),
         relative to the RMS of a unit latent (std / sqrt(hidden_size)): 0 (the default) is none; noise-augmented
         Talker training is `talker_chain_source="free_running" talker_chain_noise_std=0.25`, for example.
@@ -118,7 +126,8 @@ def talker_training_chains(
     """The float32 chains `(batch, num_steps, hidden)` a Talker trains on, from `reasoner` (run in eval mode, moved
     to nothing: `batch` goes to its device): `source` one of `TALKER_CHAIN_SOURCES` (see
     `JepaReasonerDataArguments.talker_chain_source`; `"teacher_forced"` and `"target"` need `answer_ids` /
-    `answer_mask` of width `num_steps`), with Gaussian noise of relative std `noise_std` (std / sqrt(hidden_size))
+    `answer_mask` of width `num_steps`, and are continued after [EOS] by the free-running chain, as every chain is at
+    inference: `with_free_running_tail`), with Gaussian noise of relative std `noise_std` (std / sqrt(hidden_size))
     added from `generator` and the sum re-normalised to unit length."""
     if source not in TALKER_CHAIN_SOURCES:
         raise ValueError(f"source must be one of {TALKER_CHAIN_SOURCES}, got {source!r}")
@@ -126,13 +135,15 @@ def talker_training_chains(
     reasoner.eval()
     device = reasoner.device
     batch = {k: v.to(device) for k, v in batch.items()}
-    if source == "free_running":
-        chain = reasoner.generate_latents(batch["prompt_ids"], batch["prompt_mask"], num_steps=num_steps)
-    else:
+    chain = reasoner.generate_latents(batch["prompt_ids"], batch["prompt_mask"], num_steps=num_steps)
+    if source != "free_running":
         out = reasoner(**{k: batch[k] for k in ("prompt_ids", "prompt_mask", "answer_ids", "answer_mask")})
-        chain = out.predictions if source == "teacher_forced" else out.targets
-        if chain.shape[1] != num_steps:
-            raise ValueError(f"answer_ids have {chain.shape[1]} positions, the chain needs num_steps={num_steps}")
+        answer_chain = out.predictions if source == "teacher_forced" else out.targets
+        if answer_chain.shape[1] != num_steps:
+            raise ValueError(
+                f"answer_ids have {answer_chain.shape[1]} positions, the chain needs num_steps={num_steps}"
+            )
+        chain = with_free_running_tail(answer_chain, chain.to(answer_chain.dtype), batch["answer_mask"])
     reasoner.train(was_training)
     chain = chain.float()
     if noise_std > 0:
