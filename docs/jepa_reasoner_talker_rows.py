@@ -6,7 +6,8 @@ Two steps (the second can run in several processes at once, each with its own ro
 1. `reasoner REASONER_DIR BUDGET NODES ['{"reasoner": {...}}']`: trains the reasoner stage of the curves protocol
    (`hf_jepa.reproductions.jepa_reasoner_curves`: same data, seed 0, batch 64, bf16 autocast, time-based schedules)
    for BUDGET minutes on NODES-node trees and saves it with `save_pretrained` (safetensors).
-2. `talkers REASONER_DIR OUTPUT.json BUDGET ROW [ROW ...]`: trains one Talker per ROW for BUDGET minutes on the frozen
+2. `talkers REASONER_DIR OUTPUT.json BUDGET ROW [ROW ...]`: measures the reasoner alone (its free-running chain
+   decoded by the nearest target latent, as `decompose_accuracy`), then trains one Talker per ROW for BUDGET minutes on the frozen
    reasoner's chains (the paper's sequential order) and measures on the 300 eval examples:
 
    - `pair`: the Talker reading the free-running chain (the system's accuracy);
@@ -20,9 +21,12 @@ Two steps (the second can run in several processes at once, each with its own ro
    ROW is `mono` or `dual` (the `cpu_fast` Talkers) followed by `:`-separated options: `source=free_running |
    teacher_forced | target`, `noise=0.25` (relative std, as `talker_chain_noise_std`), `layers=6` (decoder blocks).
    Example: `dual:source=target`, `dual:noise=0.25`, `mono:layers=6`.
+3. `pair OUTPUT.json BUDGET NODES mono|dual`: the curves protocol's interleaved reasoner + Talker (30% of BUDGET
+   minutes to the Talker, which trains on the reasoner of each moment), then the same readings.
 
 usage: OMP_NUM_THREADS=1 python docs/jepa_reasoner_talker_rows.py reasoner REASONER_DIR BUDGET NODES ['{...}']
-       OMP_NUM_THREADS=1 python docs/jepa_reasoner_talker_rows.py talkers REASONER_DIR OUTPUT.json BUDGET ROW [ROW ...]"""
+       OMP_NUM_THREADS=1 python docs/jepa_reasoner_talker_rows.py talkers REASONER_DIR OUTPUT.json BUDGET ROW [ROW ...]
+       OMP_NUM_THREADS=1 python docs/jepa_reasoner_talker_rows.py pair OUTPUT.json BUDGET NODES mono|dual"""
 
 import json
 import sys
@@ -32,11 +36,18 @@ from pathlib import Path
 import torch
 
 from hf_jepa.data.reasoning import ReasoningData
-from hf_jepa.metrics.reasoning import reasoner_chains, talker_answers
+from hf_jepa.metrics.reasoning import answer_candidate_ids, nearest_latent_decode, reasoner_chains, talker_answers
 from hf_jepa.modeling.jepa_reasoner import DualTalkerModel, JepaReasonerModel, MonoTalkerModel
 from hf_jepa.recipes.jepa_reasoner import TALKER_CHAIN_SOURCES, JepaReasonerDataArguments, talker_training_chains
 from hf_jepa.reproductions.jepa_reasoner import cpu_configs
-from hf_jepa.reproductions.jepa_reasoner_curves import CURVE_DEFAULTS, _build_stages, _configs, _Stage, _train_step
+from hf_jepa.reproductions.jepa_reasoner_curves import (
+    CURVE_DEFAULTS,
+    _build_stages,
+    _configs,
+    _next_stage,
+    _Stage,
+    _train_step,
+)
 from hf_jepa.trainers import seeded_generator
 
 BATCH_SIZE = 64
@@ -119,7 +130,17 @@ def train_talkers(folder: Path, output: Path, budget_minutes: float, rows: list[
     ev, steps = data.eval, data.max_answer_length
     chains = reasoner_chains(reasoner, ev, steps)
     mask = ev["answer_mask"][:, :steps].bool()
-    result = {"reasoner": str(folder), "talker_minutes": budget_minutes, "rows": {}}
+    tokens = nearest_latent_decode(
+        reasoner, ev["prompt_ids"], ev["prompt_mask"], chains["free_running"], answer_candidate_ids(data)
+    )
+    result = {
+        "reasoner": str(folder),
+        "reasoner_alone": data.accuracy(data.eval_examples, data.decode(tokens)),
+        "talker_minutes": budget_minutes,
+        "rows": {},
+    }
+    print("reasoner alone", result["reasoner_alone"], flush=True)
+    output.write_text(json.dumps(result, indent=1))
     keys = ("prompt_ids", "prompt_mask", "answer_ids", "answer_mask")
     for row in rows:
         spec = parse_row(row)
@@ -162,12 +183,37 @@ def train_talkers(folder: Path, output: Path, budget_minutes: float, rows: list[
         output.write_text(json.dumps(result, indent=1))
 
 
+def interleaved_pair(output: Path, budget_minutes: float, nodes: int, system: str) -> None:
+    data_args, data = tree_data(nodes)
+    configs = _configs(cpu_configs, data, False, {})
+    options = {**CURVE_DEFAULTS, "budget_minutes": budget_minutes, "mixed_precision": True, "batch_size": BATCH_SIZE}
+    stages = _build_stages(system, configs, data_args, data, 0, options)
+    started = time.perf_counter()
+    while sum(stage.spent_s for stage in stages) < 60 * budget_minutes:
+        _train_step(_next_stage(stages, "interleaved"), True)
+    reasoner, talker = (stage.model.eval() for stage in stages)
+    steps = data.max_answer_length
+    chains = reasoner_chains(reasoner, data.eval, steps)
+    result = talker_readings(talker, data, chains, data.eval["answer_mask"][:, :steps].bool())
+    result.update(
+        nodes=nodes,
+        system=system,
+        budget_minutes=budget_minutes,
+        steps={stage.name: stage.step for stage in stages},
+        wall_seconds=time.perf_counter() - started,
+    )
+    print(json.dumps(result), flush=True)
+    output.write_text(json.dumps(result, indent=1))
+
+
 if __name__ == "__main__":
     usage = __doc__.split("\n\n")[-1]
     if len(sys.argv) >= 5 and sys.argv[1] == "reasoner":
         overrides = json.loads(sys.argv[5]) if len(sys.argv) > 5 else {}
         train_reasoner(Path(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), overrides)
-    elif len(sys.argv) >= 6 and sys.argv[1] == "talkers":
+    elif len(sys.argv) >= 5 and sys.argv[1] == "talkers":  # no ROW: the reasoner alone only
         train_talkers(Path(sys.argv[2]), Path(sys.argv[3]), float(sys.argv[4]), sys.argv[5:])
+    elif len(sys.argv) == 6 and sys.argv[1] == "pair" and sys.argv[5] in ("mono", "dual"):
+        interleaved_pair(Path(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), sys.argv[5])
     else:
         sys.exit(usage)
