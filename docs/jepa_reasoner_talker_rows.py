@@ -1,7 +1,7 @@
 """Talker rows of issue 15's "where the accuracy is lost", on one frozen reasoner: every Talker variant reads the
 same reasoner's chains, so the rows differ only by the Talker and how it was trained.
 
-Two steps (the second can run in several processes at once, each with its own rows):
+Three modes (`talkers` can run in several processes at once, each with its own rows):
 
 1. `reasoner REASONER_DIR BUDGET NODES ['{"reasoner": {...}}']`: trains the reasoner stage of the curves protocol
    (`hf_jepa.reproductions.jepa_reasoner_curves`: same data, seed 0, batch 64, bf16 autocast, time-based schedules)
@@ -11,11 +11,12 @@ Two steps (the second can run in several processes at once, each with its own ro
    reasoner's chains (the paper's sequential order) and measures on the 300 eval examples:
 
    - `pair`: the Talker reading the free-running chain (the system's accuracy);
-   - `oracle`: the Talker reading the target encoder's latents of the true answer over the whole chain, as
-     `decompose_accuracy` feeds it (after [EOS] these are the targets of padding tokens);
+   - `oracle`: the Talker reading the target encoder's latents of the true answer over the whole chain (after
+     [EOS] these are the targets of padding tokens), as `decompose_accuracy` fed it before `with_free_running_tail`;
    - `oracle_masked`: the same chain with `latent_mask` = the answer mask (the Talker does not see past [EOS]);
    - `oracle_spliced`: the target latents up to [EOS], the free-running chain after it (what a perfect reasoner's
-     chain would look like to this Talker, which trained on free-running chains that go on after [EOS]);
+     chain would look like to this Talker, which trained on free-running chains that go on after [EOS]; the
+     oracle chain `decompose_accuracy` feeds now);
    - `teacher_forced`: the Talker reading the reasoner's teacher-forced predictions.
 
    ROW is `mono` or `dual` (the `cpu_fast` Talkers) followed by `:`-separated options: `source=free_running |
@@ -36,7 +37,13 @@ from pathlib import Path
 import torch
 
 from hf_jepa.data.reasoning import ReasoningData
-from hf_jepa.metrics.reasoning import answer_candidate_ids, nearest_latent_decode, reasoner_chains, talker_answers
+from hf_jepa.metrics.reasoning import (
+    answer_candidate_ids,
+    nearest_latent_decode,
+    reasoner_chains,
+    talker_answers,
+    with_free_running_tail,
+)
 from hf_jepa.modeling.jepa_reasoner import DualTalkerModel, JepaReasonerModel, MonoTalkerModel
 from hf_jepa.recipes.jepa_reasoner import TALKER_CHAIN_SOURCES, JepaReasonerDataArguments, talker_training_chains
 from hf_jepa.reproductions.jepa_reasoner import cpu_configs
@@ -97,7 +104,7 @@ def parse_row(row: str) -> dict:
 def talker_readings(talker, data: ReasoningData, chains: dict, mask: torch.Tensor) -> dict:
     ev, examples = data.eval, data.eval_examples
     prompt = (ev["prompt_ids"], ev["prompt_mask"])
-    spliced = torch.where(mask[..., None], chains["targets"], chains["free_running"])
+    spliced = with_free_running_tail(chains["targets"], chains["free_running"], mask)
     readings = {
         "pair": talker_answers(talker, data, chains["free_running"], *prompt),
         "oracle": talker_answers(talker, data, chains["targets"], *prompt),

@@ -11,12 +11,14 @@ import torch
 
 from hf_jepa.cli import main
 from hf_jepa.data.reasoning import ReasoningData
+from hf_jepa.metrics import reasoning as reasoning_metrics
 from hf_jepa.metrics.reasoning import (
     answer_candidate_ids,
     cosine_by_position,
     decompose_accuracy,
     nearest_latent_decode,
     reasoner_chains,
+    talker_answers,
     with_free_running_tail,
 )
 from hf_jepa.modeling.jepa_reasoner import (
@@ -101,12 +103,36 @@ def test_decompose_accuracy_reports_every_part(tree):
     assert -1.0 <= parts["cosine_free_running_mean"] <= 1.0
 
 
+def test_decompose_accuracy_feeds_the_oracle_the_free_running_tail(tree, monkeypatch):
+    """The Talker's oracle chain: the targets up to [EOS], the free-running chain after it (the targets there are
+    padding tokens' latents). A recording wrapper around the real `talker_answers` sees the chains it is fed."""
+    _, data, reasoner = tree
+    torch.manual_seed(1)
+    talker = MonoTalkerModel(MonoTalkerConfig.tiny(vocab_size=data.vocab_size, latent_size=32)).eval()
+    fed = []
+
+    def recording(talker, data, chain, *args, **kwargs):
+        fed.append(chain.clone())
+        return talker_answers(talker, data, chain, *args, **kwargs)
+
+    monkeypatch.setattr(reasoning_metrics, "talker_answers", recording)
+    decompose_accuracy(reasoner, talker, data, pair_answers=[""] * len(data.eval_examples))
+    steps = data.max_answer_length
+    chains = reasoner_chains(reasoner, data.eval, steps)
+    answer = data.eval["answer_mask"][:, :steps].bool()
+    assert len(fed) == 1 and (~answer).any()
+    assert torch.equal(fed[0][answer], chains["targets"][answer])
+    assert torch.equal(fed[0][~answer], chains["free_running"][~answer])
+
+
 def test_with_free_running_tail_keeps_the_answer_and_continues_free_running():
     chain = torch.arange(12.0).reshape(2, 3, 2)
     free = -torch.arange(12.0).reshape(2, 3, 2)
     spliced = with_free_running_tail(chain, free, torch.tensor([[1, 1, 0], [1, 0, 0]]))
     expected = torch.tensor([[[0.0, 1.0], [2.0, 3.0], [-4.0, -5.0]], [[6.0, 7.0], [-8.0, -9.0], [-10.0, -11.0]]])
     assert torch.equal(spliced, expected)
+    bool_mask = torch.tensor([[True, True, False], [True, False, False]])
+    assert torch.equal(with_free_running_tail(chain, free, bool_mask), expected)
     with pytest.raises(ValueError, match="answer_mask must have shape"):
         with_free_running_tail(chain, free, torch.ones(2, 2))
     with pytest.raises(ValueError, match="share a"):

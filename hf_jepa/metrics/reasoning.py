@@ -337,7 +337,8 @@ def talker_answers(talker, data: ReasoningData, chain: torch.Tensor, prompt_ids,
 def reasoner_chains(reasoner, split: dict[str, torch.Tensor], num_steps: int, batch_size: int = 256) -> dict:
     """The three chains of every row of `split`, `(rows, num_steps, hidden)` float32 on the CPU:
     `free_running` (`generate_latents`, what a Talker reads at inference), `teacher_forced` (the predictions with
-    the true answer as input) and `targets` (the target encoder's latents of the true answer: the oracle chain)."""
+    the true answer as input) and `targets` (the target encoder's latents of the true answer, padding included: the
+    oracle chain up to [EOS], see `with_free_running_tail`)."""
     device = reasoner.device
     was_training = reasoner.training
     reasoner.eval()

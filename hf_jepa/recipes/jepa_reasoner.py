@@ -50,7 +50,8 @@ from .family import Family
 logger = logging.getLogger(__name__)
 
 # Which chain a Talker trains on: the reasoner's free-running chain (the paper: what it reads at inference), its
-# teacher-forced predictions (true answer as input), or the target encoder's latents of the true answer (an oracle).
+# teacher-forced predictions (true answer as input), or the target encoder's latents of the true answer (an oracle);
+# the last two up to the answer's [EOS], the free-running chain after it (`with_free_running_tail`).
 TALKER_CHAIN_SOURCES = ("free_running", "teacher_forced", "target")
 
 
@@ -143,7 +144,7 @@ def talker_training_chains(
             raise ValueError(
                 f"answer_ids have {answer_chain.shape[1]} positions, the chain needs num_steps={num_steps}"
             )
-        chain = with_free_running_tail(answer_chain, chain.to(answer_chain.dtype), batch["answer_mask"])
+        chain = with_free_running_tail(answer_chain.float(), chain.float(), batch["answer_mask"])
     reasoner.train(was_training)
     chain = chain.float()
     if noise_std > 0:
