@@ -45,7 +45,7 @@ from hf_jepa.metrics.reasoning import (
     with_free_running_tail,
 )
 from hf_jepa.modeling.jepa_reasoner import DualTalkerModel, JepaReasonerModel, MonoTalkerModel
-from hf_jepa.recipes.jepa_reasoner import TALKER_CHAIN_SOURCES, JepaReasonerDataArguments, talker_training_chains
+from hf_jepa.recipes.jepa_reasoner import TALKER_CHAIN_SOURCES, JepaReasonerDataArguments
 from hf_jepa.reproductions.jepa_reasoner import cpu_configs
 from hf_jepa.reproductions.jepa_reasoner_curves import (
     CURVE_DEFAULTS,
@@ -54,8 +54,8 @@ from hf_jepa.reproductions.jepa_reasoner_curves import (
     _next_stage,
     _Stage,
     _train_step,
+    talker_batches,
 )
-from hf_jepa.trainers import seeded_generator
 
 BATCH_SIZE = 64
 
@@ -133,7 +133,6 @@ def talker_readings(talker, data: ReasoningData, chains: dict, mask: torch.Tenso
 def train_talkers(folder: Path, output: Path, budget_minutes: float, rows: list[str]) -> None:
     reasoner = JepaReasonerModel.from_pretrained(folder).eval()
     _, data = tree_data(json.loads((folder / "training.json").read_text())["nodes"])
-    configs = cpu_configs(data)
     ev, steps = data.eval, data.max_answer_length
     chains = reasoner_chains(reasoner, ev, steps)
     mask = ev["answer_mask"][:, :steps].bool()
@@ -148,31 +147,20 @@ def train_talkers(folder: Path, output: Path, budget_minutes: float, rows: list[
     }
     print("reasoner alone", result["reasoner_alone"], flush=True)
     output.write_text(json.dumps(result, indent=1))
-    keys = ("prompt_ids", "prompt_mask", "answer_ids", "answer_mask")
     for row in rows:
         spec = parse_row(row)
-        config = configs[spec["kind"]]
+        config = cpu_configs(data)[spec["kind"]]  # fresh per row: a row's layers must not carry over to the next
         config.vocab_size = data.vocab_size
         if spec["layers"] is not None:
             config.num_hidden_layers = spec["layers"]
         torch.manual_seed(0)
         talker = (MonoTalkerModel if spec["kind"] == "mono" else DualTalkerModel)(config)
-        noise_generator = torch.Generator().manual_seed(0)
-
-        def talker_batch(step, spec=spec, noise_generator=noise_generator):
-            index = torch.randint(
-                data.train["prompt_ids"].shape[0], (BATCH_SIZE,), generator=seeded_generator(0, step, 1)
-            )
-            batch = data.batch(data.train, index, keys)
-            latents = talker_training_chains(reasoner, batch, steps, spec["source"], spec["noise"], noise_generator)
-            context = ("prompt_ids", "prompt_mask") if spec["kind"] == "dual" else ()
-            return {
-                "answer_ids": batch["answer_ids"],
-                "answer_mask": batch["answer_mask"],
-                "latents": latents,
-                **{k: batch[k] for k in context},
-            }
-
+        options = {
+            "batch_size": BATCH_SIZE,
+            "talker_chain_source": spec["source"],
+            "talker_chain_noise_std": spec["noise"],
+        }
+        talker_batch = talker_batches(spec["kind"], reasoner, data, 0, options)
         stage = _Stage("talker", talker, talker_batch, 60 * budget_minutes)
         started = time.perf_counter()
         while stage.spent_s < stage.budget_s:

@@ -172,16 +172,22 @@ def mixed_latents(model, data: ReasoningData, num_prompts: int = 200) -> dict:
 # Where a reasoner + Talker loses accuracy
 
 
+def _check_chains(first: torch.Tensor, second: torch.Tensor, mask: torch.Tensor, names: tuple[str, str, str]) -> None:
+    """ValueError unless the two chains share a `(batch, steps, hidden)` shape and `mask` is `(batch, steps)`;
+    `names` are the three arguments' names, for the message."""
+    if first.shape != second.shape or first.ndim != 3:
+        raise ValueError(
+            f"{names[0]} and {names[1]} must share a (batch, steps, hidden) shape, got {tuple(first.shape)} and "
+            f"{tuple(second.shape)}"
+        )
+    if tuple(mask.shape) != tuple(first.shape[:2]):
+        raise ValueError(f"{names[2]} must have shape {tuple(first.shape[:2])}, got {tuple(mask.shape)}")
+
+
 def cosine_by_position(predicted: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> list[float]:
     """Mean cosine of `predicted` to `targets` (both `(batch, steps, hidden)`) at each chain position, over the rows
     whose `mask` `(batch, steps)` is 1 there; NaN at a position no row covers."""
-    if predicted.shape != targets.shape or predicted.ndim != 3:
-        raise ValueError(
-            f"predicted and targets must share a (batch, steps, hidden) shape, got {tuple(predicted.shape)} and "
-            f"{tuple(targets.shape)}"
-        )
-    if tuple(mask.shape) != tuple(predicted.shape[:2]):
-        raise ValueError(f"mask must have shape {tuple(predicted.shape[:2])}, got {tuple(mask.shape)}")
+    _check_chains(predicted, targets, mask, ("predicted", "targets", "mask"))
     cosine = torch.nn.functional.cosine_similarity(predicted.float(), targets.float(), dim=-1)
     weight = mask.float()
     counts = weight.sum(0)
@@ -198,13 +204,7 @@ def with_free_running_tail(chain: torch.Tensor, free_running: torch.Tensor, answ
     contains. A Talker trained on free-running chains can fail on such a tail: on 11-node trees a Mono-Talker read the
     whole target chain at 22.0% and the same targets with the free-running tail at 95.7%
     (`docs/jepa_reasoner_talker_rows.md`)."""
-    if chain.shape != free_running.shape or chain.ndim != 3:
-        raise ValueError(
-            f"chain and free_running must share a (batch, steps, hidden) shape, got {tuple(chain.shape)} and "
-            f"{tuple(free_running.shape)}"
-        )
-    if tuple(answer_mask.shape) != tuple(chain.shape[:2]):
-        raise ValueError(f"answer_mask must have shape {tuple(chain.shape[:2])}, got {tuple(answer_mask.shape)}")
+    _check_chains(chain, free_running, answer_mask, ("chain", "free_running", "answer_mask"))
     return torch.where(answer_mask.bool()[..., None].to(chain.device), chain, free_running)
 
 

@@ -194,9 +194,6 @@ def _build_stages(system: str, configs: dict, data_args, data: ReasoningData, se
     talker_config.vocab_size = data.vocab_size  # the presets carry a placeholder; the task's tokenizer decides
     talker = (DualTalkerModel if system == "dual" else MonoTalkerModel)(talker_config).to(device)
     final_sampling_prob = options["scheduled_sampling_prob"]
-    train = data.train
-    keys = ("prompt_ids", "prompt_mask", "answer_ids", "answer_mask")
-    noise_generator = torch.Generator(device=device).manual_seed(seed)
     reasoner_share = 1.0 - options["talker_share"]
     stages: list[_Stage] = []
 
@@ -204,25 +201,6 @@ def _build_stages(system: str, configs: dict, data_args, data: ReasoningData, se
         # Scheduled sampling ramps linearly from 0 to its final probability over the reasoner's time budget.
         reasoner.config.scheduled_sampling_prob = final_sampling_prob * stages[0].fraction
         return reasoner_recipe.train_batch(step, 0, batch_size)
-
-    def talker_batch(step):
-        index = torch.randint(train["prompt_ids"].shape[0], (batch_size,), generator=seeded_generator(seed, step, 1))
-        batch = data.batch(train, index, keys)
-        chains = talker_training_chains(
-            reasoner,
-            batch,
-            data.max_answer_length,
-            options["talker_chain_source"],
-            options["talker_chain_noise_std"],
-            noise_generator,
-        )
-        context = ("prompt_ids", "prompt_mask") if system == "dual" else ()
-        return {
-            "answer_ids": batch["answer_ids"],
-            "answer_mask": batch["answer_mask"],
-            **{k: batch[k] for k in context},
-            "latents": chains,
-        }
 
     config = reasoner.config
     stages.append(
@@ -234,8 +212,38 @@ def _build_stages(system: str, configs: dict, data_args, data: ReasoningData, se
             ema_momentum=(config.ema_momentum, config.ema_momentum_end),
         )
     )
+    talker_batch = talker_batches(system, reasoner, data, seed, options)
     stages.append(_Stage("talker", talker, talker_batch, budget_s * options["talker_share"]))
     return stages
+
+
+def talker_batches(system: str, reasoner, data: ReasoningData, seed: int, options: dict) -> Callable[[int], dict]:
+    """`step -> batch` of a `system` (`"mono"` / `"dual"`) Talker: seeded training rows with their chains from
+    `reasoner` as it is at that step (`options`: `batch_size`, `talker_chain_source`, `talker_chain_noise_std`)."""
+    keys = ("prompt_ids", "prompt_mask", "answer_ids", "answer_mask")
+    context = ("prompt_ids", "prompt_mask") if system == "dual" else ()
+    noise_generator = torch.Generator(device=reasoner.device).manual_seed(seed)
+    rows = data.train["prompt_ids"].shape[0]
+
+    def talker_batch(step: int) -> dict:
+        index = torch.randint(rows, (options["batch_size"],), generator=seeded_generator(seed, step, 1))
+        batch = data.batch(data.train, index, keys)
+        chains = talker_training_chains(
+            reasoner,
+            batch,
+            data.max_answer_length,
+            options["talker_chain_source"],
+            options["talker_chain_noise_std"],
+            noise_generator,
+        )
+        return {
+            "answer_ids": batch["answer_ids"],
+            "answer_mask": batch["answer_mask"],
+            **{k: batch[k] for k in context},
+            "latents": chains,
+        }
+
+    return talker_batch
 
 
 def _parameters(model: torch.nn.Module) -> int:

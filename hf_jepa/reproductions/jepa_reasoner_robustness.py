@@ -44,8 +44,8 @@ PAPER_CLAIM = (
     "of state. The residual-noise table is the like-for-like test the paper does not make: the same relative noise "
     "on the residual stream of every block of every system at every position (the reasoner's encoder blocks, if any, "
     "its reasoning blocks and its Talker; COCONUT's and the coupled transformer's blocks), i.e. on every state each "
-    "system feeds back. The reasoner + Talker has more blocks (cpu_fast: 6 reasoning + 3 Talker blocks) than each baseline (6), "
-    "so it receives more noise draws per generated token there."
+    "system feeds back. The reasoner + Talker has more blocks (cpu_fast: 6 reasoning + 3 Talker blocks) than each "
+    "baseline (6), so it receives more noise draws per generated token there."
 )
 KIND_TITLES = {
     "replacement": "input tokens replaced (fraction)",
