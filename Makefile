@@ -58,5 +58,12 @@ style: $(STAMP)
 	$(VENV)/bin/ruff format .
 	$(PY) utils/check_copies.py --fix
 
+# Build the wheel, install it (torch CPU first) in a fresh virtualenv and use it from outside the source tree: --version,
+# `configs path`, a 30-step training and the pipeline (utils/check_wheel.sh; 1-2 min here, mostly the install).
+# Independent of .venv: PYTHON builds the wheel and the fresh virtualenv.
+.PHONY: wheel-check
+wheel-check:
+	PYTHON=$(PYTHON) utils/check_wheel.sh
+
 clean:
 	rm -rf outputs build dist *.egg-info

@@ -10,6 +10,7 @@
     hf-jepa reproduce jepa-reasoner --data gsm8k --set protocol=gsm8k preset=full shots=[5,8]
     hf-jepa push DIR REPO_ID [--private] [--revision BRANCH] [--create-pr]
     hf-jepa push-dataset KIND REPO_ID [--set key=value ...] [--private] [--revision REV] [--token TOKEN]
+    hf-jepa configs [list] | configs path [NAME] | configs copy DIR [--force]
 
 A user error (a bad argument, setting or file, a corrupt model folder, a Hub that cannot be reached) prints one line
 ``hf-jepa: error: ...`` and exits with status 2; ``--debug`` prints the traceback too. Anything else is a bug: its
@@ -297,6 +298,24 @@ def cmd_push_dataset(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_configs(args: argparse.Namespace) -> int:
+    """List the shipped configs, print one's installed path, or copy them all for editing (`hf_jepa.configs_access`)."""
+    from . import configs_access
+
+    action = args.configs_action or "list"
+    try:
+        if action == "list":
+            print("\n".join(configs_access.list_configs()))
+        elif action == "path":
+            print(configs_access.config_path(args.name))
+        else:
+            written = configs_access.copy_configs(args.directory, force=args.force)
+            print(f"copied {len(written)} configs to {Path(args.directory).resolve()}")
+    except (configs_access.UnknownConfigError, configs_access.ConfigExistsError, NotADirectoryError) as error:
+        raise CliError(f"configs {action}: {error} (see 'hf-jepa configs')") from error
+    return 0
+
+
 def _preset_values(family: Family) -> dict[str, Any]:
     """Each model setting of `family` -> its value in the family's default preset (what a run without `preset=` gets;
     the class defaults are often the paper's full size). A sub-config shows as its class name."""
@@ -361,7 +380,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     parser.add_argument("--debug", action="store_true", help="on an error, print the full traceback too")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{train,eval,reproduce,push,push-dataset}")
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="{train,eval,reproduce,push,push-dataset,configs}"
+    )
 
     train = sub.add_parser(
         "train",
@@ -446,7 +467,24 @@ def build_parser() -> argparse.ArgumentParser:
     push_dataset.add_argument("--token", help="Hub token (default: the logged-in one / $HF_TOKEN)")
     push_dataset.add_argument("--commit-message")
     push_dataset.set_defaults(handler=cmd_push_dataset)
-    for command in (train, evaluate, reproduce, push, push_dataset):  # `hf-jepa train ... --debug` works too
+
+    configs = sub.add_parser(
+        "configs",
+        help="list, locate or copy the shipped training and Accelerate launch configs",
+        description="Without an action: list the configs (names relative to the configs folder). 'path [NAME]' prints "
+        'the installed absolute path (e.g. accelerate launch --config_file "$(hf-jepa configs path '
+        "accelerate/cpu_2proc.yaml)\" ...); 'copy DIR' copies them all to DIR for editing.",
+    )
+    configs_actions = configs.add_subparsers(dest="configs_action", metavar="{list,path,copy}")
+    configs_list = configs_actions.add_parser("list", help="list the configs (the default)")
+    configs_path = configs_actions.add_parser("path", help="print the absolute path of a config, or of their folder")
+    configs_path.add_argument("name", nargs="?", metavar="NAME", help="e.g. accelerate/cpu_2proc.yaml")
+    configs_copy = configs_actions.add_parser("copy", help="copy every config to DIR, keeping the layout")
+    configs_copy.add_argument("directory", metavar="DIR")
+    configs_copy.add_argument("--force", action="store_true", help="overwrite files that already exist")
+    configs.set_defaults(handler=cmd_configs, needs_models=False)
+    configs_commands = (configs, configs_list, configs_path, configs_copy)
+    for command in (train, evaluate, reproduce, push, push_dataset, *configs_commands):  # `train ... --debug` works too
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     return parser
 
@@ -459,9 +497,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     handler: Callable[[argparse.Namespace], int] = args.handler
     try:
-        from . import register_auto_classes
+        if getattr(args, "needs_models", True):  # `hf-jepa configs` reads files only: no torch
+            from . import register_auto_classes
 
-        register_auto_classes()  # the `hf-jepa` process skipped it at import, to keep --help free of torch
+            register_auto_classes()  # the `hf-jepa` process skipped it at import, to keep --help free of torch
         return handler(args)
     except (Exception, KeyboardInterrupt) as error:  # one line + status 2, or a traceback + status 1 (cli_errors)
         raise SystemExit(report(error, debug=args.debug)) from None
