@@ -3,7 +3,7 @@ torch's FLOP counter, `timing.count_flops`) over the dense matmul peak of the sa
 (`timing.measure_peak`), fp32 and bf16 autocast; and the step time with `torch.compile` vs eager.
 
 Run alone: `python benchmarks/compute_efficiency.py [--quick]`; `benchmarks/report.py` (`make benchmark`) runs it
-into reports/benchmarks.md."""
+into research/speed/benchmarks/benchmarks.md."""
 
 import argparse
 from dataclasses import dataclass

@@ -93,7 +93,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="Full-size training and quick reproductions on a GPU.")
     parser.add_argument("--smoke", action="store_true", help="tiny presets on the CPU (what the test suite runs)")
     parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--out", default="reports/device_check.md")
+    parser.add_argument("--out", default="research/speed/device_check/device_check.md")
     parser.add_argument("--work-dir", default=None, help="where runs are written (default: a temporary folder)")
     parser.add_argument(
         "--reproductions",

@@ -12,7 +12,7 @@ What this measures differs from a GPU in two ways: the CPU's SDPA kernel keeps t
 fragmentation and temporary buffers are not counted. Check against `torch.cuda.max_memory_allocated` on a GPU
 (`benchmarks/device_check.py`).
 
-    python benchmarks/memory_table.py [--devices 8] [--out reports/memory_table.md]
+    python benchmarks/memory_table.py [--devices 8] [--out research/speed/memory_table/memory_table.md]
 """
 
 from __future__ import annotations
@@ -137,7 +137,7 @@ MODELS = {
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--devices", type=int, default=8, help="devices the sharded columns divide by")
-    parser.add_argument("--out", default="reports/memory_table.md")
+    parser.add_argument("--out", default="research/speed/memory_table/memory_table.md")
     args = parser.parse_args(argv)
     torch.set_num_threads(max(1, torch.get_num_threads()))
     lines = [

@@ -1,5 +1,5 @@
 """`make benchmark`'s speed report: every ratio below measured in one run on this machine and written to
-reports/benchmarks.md (+ reports/benchmark_scaling.png), with the machine, library versions, thread count and the
+research/speed/benchmarks/benchmarks.md (+ research/speed/benchmarks/benchmark_scaling.png), with the machine, library versions, thread count and the
 load average before and after.
 
 1. Matmul peak: best of several repeats of 2048 and 4096 square products, fp32 and bf16 (`timing.measure_peak`).
@@ -31,7 +31,7 @@ from step_bound import ATTENTION_SHAPES, measure_bound, time_attention
 from timing import measure_peak
 from workloads import FAMILIES, TRANSFORMER_FAMILIES, build_workload
 
-REPORTS = Path(__file__).resolve().parents[1] / "reports"
+REPORTS = Path(__file__).resolve().parents[1] / "research" / "speed" / "benchmarks"
 SECTIONS = (
     "## Machine",
     "## 1. Matmul peak",

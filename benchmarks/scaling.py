@@ -6,7 +6,7 @@ A measured exponent below the FLOP exponent means fixed per-step overheads (or s
 small end) still matter at these sizes.
 
 Run alone: `python benchmarks/scaling.py [--quick]`; `benchmarks/report.py` (`make benchmark`) runs it and draws
-reports/benchmark_scaling.png."""
+research/speed/benchmarks/benchmark_scaling.png."""
 
 import argparse
 import math

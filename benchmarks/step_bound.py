@@ -16,7 +16,7 @@ at these shapes; the shapes (batch, width) have to grow.
 
 `measure_bound(workload, bf16)` -> a `StepBound` with both factors, the step's phases (forward, backward, optimizer)
 and the heaviest non-matmul ops by the profiler's self time. Run alone: `python benchmarks/step_bound.py [--quick]`;
-`benchmarks/report.py` (`make benchmark`) writes it into reports/benchmarks.md."""
+`benchmarks/report.py` (`make benchmark`) writes it into research/speed/benchmarks/benchmarks.md."""
 
 import argparse
 import time

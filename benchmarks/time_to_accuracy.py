@@ -9,7 +9,7 @@ preset) unless `--hf-set` overrides them, so the clock includes the trainer's ow
 steps of its one schedule (the accuracy at a checkpoint is what that run had reached, the last one is what the command
 delivers).
 
-Writes `reports/time_to_accuracy.md` and `reports/time_to_accuracy.png` (mean and min..max over repeats) with the
+Writes `research/speed/time_to_accuracy/time_to_accuracy.md` and `research/speed/time_to_accuracy/time_to_accuracy.png` (mean and min..max over repeats) with the
 machine's load average at start and end.
 
 Run: `python benchmarks/time_to_accuracy.py [--threads 2] [--repeats 2] [--hf-set max_steps=600 ...]`
@@ -170,7 +170,9 @@ def main():
     parser.add_argument("--systems", nargs="+", default=["hf-jepa", "reference"], choices=["hf-jepa", "reference"])
     parser.add_argument("--seed", type=int, default=0, help="seed of the first repeat (repeat r uses seed + r)")
     parser.add_argument("--label", default="", help="suffix of the report's file names")
-    parser.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "reports"))
+    parser.add_argument(
+        "--out", default=str(Path(__file__).resolve().parents[1] / "research" / "speed" / "time_to_accuracy")
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     load_start = os.getloadavg()

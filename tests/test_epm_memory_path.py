@@ -1,4 +1,4 @@
-"""EPM-JEPA's memory path can be trained: the diagnosis of docs/epm_memory_diagnosis.md as tests on the tiny preset.
+"""EPM-JEPA's memory path can be trained: the diagnosis of research/epm_jepa/memory_diagnosis/README.md as tests on the tiny preset.
 
 With `modulation_init="unit"` (d = 1, U = 0) no gradient reaches the hypernetwork, the aggregator or the memory
 encoder at the first step, so after a step the generated delta is still the same for every buffer. With `"zero"`

@@ -2,7 +2,7 @@
 short run from it ends with lower rank and higher pooled cosine than the same run from the small presets' init
 (PyTorch's fan-in default); every evaluation reports the untrained encoder's probe beside the trained one's.
 
-Why (issue 16, docs/i_jepa_health.md): with I-JEPA's trunc-normal std 0.02 (made for ViT-H's width 1280) a 128-wide ViT
+Why (issue 16, research/i_jepa/health/README.md): with I-JEPA's trunc-normal std 0.02 (made for ViT-H's width 1280) a 128-wide ViT
 with 4 x 4 patches starts as a position-only map, and pre-training never recovers content: pooled cosine -> 1.000,
 loss -> 1e-4, a linear probe below the untrained encoder's. Xavier-uniform (MAE's) avoids that collapse but trains to
 easy targets with falling rank; the fan-in scale (`pytorch_default`) trains like the plain-PyTorch reference."""
@@ -74,7 +74,7 @@ def test_short_run_keeps_content_that_the_trunc_normal_init_loses(embedded_split
     """Measured (seed 0, embedded digits, 250 steps): the preset's fan-in init ends at effective rank 10.5, pooled
     cosine 0.99919; trunc-normal(0.02) at rank 6.83, cosine 0.99989 (1 - cosine 7.4x smaller). Thresholds inside
     those ratios. Too short to see the recovery itself (on real MNIST the pooled rank rises and cosine falls only from
-    step ~200-300: docs/i_jepa_health.md)."""
+    step ~200-300: research/i_jepa/health/README.md)."""
     default = _train_short(embedded_splits, tmp_path / "default", "pytorch_default")[-1]
     trunc = _train_short(embedded_splits, tmp_path / "trunc", "trunc_normal")[-1]
     assert default["val/effective_rank"] > 1.3 * trunc["val/effective_rank"], (default, trunc)

@@ -181,7 +181,7 @@ def test_bad_input_names_the_argument(tree):
 
 
 def test_script_on_a_saved_reasoner_folder(tree, tmp_path, capsys):
-    """docs/jepa_reasoner_superposition.py rebuilds the task from the folder's data_args.json and writes the files."""
+    """research/jepa_reasoner/superposition/superposition.py rebuilds the task from the folder's data_args.json and writes the files."""
     import runpy
     from pathlib import Path
 
@@ -190,7 +190,7 @@ def test_script_on_a_saved_reasoner_folder(tree, tmp_path, capsys):
     data, model = tree
     model.save_pretrained(tmp_path / "reasoner")
     write_data_settings(tmp_path / "reasoner", data.args)
-    script = Path(__file__).parents[1] / "docs" / "jepa_reasoner_superposition.py"
+    script = Path(__file__).parents[1] / "research" / "jepa_reasoner" / "superposition" / "superposition.py"
     main = runpy.run_path(str(script))["main"]
     summary = main([str(tmp_path / "reasoner"), str(tmp_path / "out"), "5", "0.1"])
     assert summary["candidate_continuations"]["delta"] == 0.1

@@ -203,7 +203,7 @@ def with_free_running_tail(chain: torch.Tensor, free_running: torch.Tensor, answ
     there; the target encoder's latents at those positions are those of padding tokens, which no free-running chain
     contains. A Talker trained on free-running chains can fail on such a tail: on 11-node trees a Mono-Talker read the
     whole target chain at 22.0% and the same targets with the free-running tail at 95.7%
-    (`docs/jepa_reasoner_talker_rows.md`)."""
+    (`research/jepa_reasoner/curves/ablations/talker_rows/README.md`)."""
     _check_chains(chain, free_running, answer_mask, ("chain", "free_running", "answer_mask"))
     return torch.where(answer_mask.bool()[..., None].to(chain.device), chain, free_running)
 

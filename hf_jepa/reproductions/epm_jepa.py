@@ -151,7 +151,7 @@ def reproduce_epm_jepa(
     `protocol="episodic"` runs the memory experiments of `epm_jepa_episodic` instead (one gravity per episode,
     buffer from the current episode; default n = 200): buffer swap, adaptation over `adaptation_ks`, D_shift(n)
     every `eval_every` steps, LoRA freezes at `freeze_at`, and track C over `lora_ranks` x `weight_decays`, with
-    track C's `EpmJepaConfig.modulation_init` (docs/epm_memory_diagnosis.md). The options after `protocol` apply
+    track C's `EpmJepaConfig.modulation_init` (research/epm_jepa/memory_diagnosis/README.md). The options after `protocol` apply
     to it only."""
     output_dir = Path(output_dir or "outputs/reproduce-epm-jepa")
     if protocol not in ("current", "episodic"):

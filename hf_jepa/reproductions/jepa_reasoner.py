@@ -124,7 +124,7 @@ def reproduce_jepa_reasoner(
 ) -> ReproductionResult:
     """`protocol="tables"` (the default): the paper's experiments at CPU scale, on hf-jepa's synthetic tasks
     (below). `protocol="curves"`: learning curves at equal wall clock on tree search
-    (`hf_jepa.reproductions.jepa_reasoner_curves`; docs/jepa_reasoner_curves.md): every system of `systems`
+    (`hf_jepa.reproductions.jepa_reasoner_curves`; research/jepa_reasoner/curves/README.md): every system of `systems`
     ("mono", "dual": the reasoner + that Talker; "coupled"; "coconut") on every size of `tree_nodes`, trained for
     `budget_minutes` each and evaluated every `eval_every_seconds` of training; the reasoner + Talker gives
     `talker_share` of its budget to the Talker (`talker_schedule` "interleaved" or "sequential"), which trains on
@@ -135,9 +135,9 @@ def reproduce_jepa_reasoner(
     `protocol="tables"` options (`tasks`, `steps_scale`) do not apply to it, and the curve options do not apply to
     the tables. `protocol="robustness"`: the CFG systems of the tables trained for each seed of `seeds`, measured
     under token replacement, noise on each system's latent and noise on every block's residual stream, mean +- std
-    over seeds (`hf_jepa.reproductions.jepa_reasoner_robustness`; docs/jepa_reasoner_robustness.md).
+    over seeds (`hf_jepa.reproductions.jepa_reasoner_robustness`; research/jepa_reasoner/robustness/README.md).
     the tables. `protocol="gsm8k"`: GSM8K k-shot (`hf_jepa.reproductions.jepa_reasoner_gsm8k`;
-    docs/jepa_reasoner_gsm8k.md): the reasoner + Dual-Talker and the coupled transformer of `preset` ("full": the
+    research/jepa_reasoner/gsm8k/README.md): the reasoner + Dual-Talker and the coupled transformer of `preset` ("full": the
     paper's 0.9B + 198M, a GPU run; "cpu_fast"; "tiny"; `quick`: tiny) trained on `data` ("synthetic" (default),
     "gsm8k" from the Hub, or a local GSM8K folder; at most `num_train_examples` problems, `steps_scale` times the
     preset's steps) or loaded from `reasoner` / `talker` / `coupled` folders of an earlier run, evaluated at every
@@ -152,7 +152,7 @@ def reproduce_jepa_reasoner(
     3. multi-step arithmetic word problems (GSM8K format, generated): reasoner + Dual-Talker vs the coupled transformer
        (final-answer accuracy);
     plus the "mixed latents" PCA of the tree-search reasoner, and the same chain against contextual targets and at
-    tree branches (`hf_jepa.metrics.reasoning_superposition`, docs/jepa_reasoner_superposition.md). Writes
+    tree branches (`hf_jepa.metrics.reasoning_superposition`, research/jepa_reasoner/superposition/README.md). Writes
     `results.json`, `results.md`, `cfg_robustness.png`, `mixed_latents.png`, `contextual_mixed_latents.png`,
     `candidate_continuations.png` and `superposition.json` / `.md` under `output_dir`; every model is saved under
     `output_dir/<task>/<system>` (the Talker folders hold the reasoner+Talker pair in `pair/`).

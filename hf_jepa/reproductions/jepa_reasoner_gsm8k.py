@@ -2,7 +2,7 @@
 Dual-Talker against the coupled transformer, both trained on the same GSM8K train split (or loaded from saved
 folders), evaluated greedy with 5- and 8-shot prompts on the test split (exact match of the number after `####`).
 The paper: 0.9B reasoner + 198M Talker 51.9% vs 20.8% for the coupled 0.9B transformer at 8 shots, and in-context
-scaling from 5 to 8 shots for the reasoner only. docs/jepa_reasoner_gsm8k.md says what is and is not verified.
+scaling from 5 to 8 shots for the reasoner only. research/jepa_reasoner/gsm8k/README.md says what is and is not verified.
 
 Presets: `full` (the paper's sizes: `JepaReasonerConfig.full`, `DualTalkerConfig.full`, `CoupledTransformerConfig.full`,
 50,304-row embeddings, 2,048 positions; a GPU run), `cpu_fast` and `tiny` (the house presets, positions sized to the

@@ -1,5 +1,5 @@
 """JEPA-Reasoner CFG robustness over seeds (`hf-jepa reproduce jepa-reasoner --set protocol=robustness
-seeds=[0,1,2]`; docs/jepa_reasoner_robustness.md): for each seed, the CFG systems of `protocol=tables` are trained
+seeds=[0,1,2]`; research/jepa_reasoner/robustness/README.md): for each seed, the CFG systems of `protocol=tables` are trained
 again (same presets, steps and training settings; the seed also draws the task's data) and measured under the three
 perturbations of `hf_jepa.metrics.reasoning_robustness` (token replacement, noise on each system's latent, noise on
 every block's residual stream); results are the mean +- sample std over seeds."""

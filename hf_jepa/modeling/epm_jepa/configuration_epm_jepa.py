@@ -68,7 +68,7 @@ class EpmJepaConfig(PretrainedConfig):
         modulation_init (`str`, *optional*, defaults to `"unit"`): how track C starts so that `dW = 0` (the base
             predictor exactly). `"unit"`: the hypernetwork outputs `d = 1` and `U` is zero (peft's LoRA init), so `dW`
             starts as a static LoRA that experience only rescales; no gradient reaches the hypernetwork, aggregator or
-            memory encoder until `U` has grown (measured in docs/epm_memory_diagnosis.md: after 60 episodic steps `d`
+            memory encoder until `U` has grown (measured in research/epm_jepa/memory_diagnosis/README.md: after 60 episodic steps `d`
             differs by ~1% between a same-g and a different-g buffer and the memory does nothing). `"zero"`: the
             hypernetwork outputs `d = 0` and `U` is random like `V`, so every part of `dW = U diag(d) V^T` comes from
             experience (the paper's form) and the gradient reaches the memory path from the first step.

@@ -102,7 +102,7 @@ class IJepaConfig(PretrainedConfig):
             width 128 with 4 x 4 patches std 0.02 starts the encoders as position-only maps and pre-training collapses;
             Xavier (fan-average, so the separate q/k/v and the MLP's down-projection start 1.7-2.2x above fan-in scale)
             no longer collapses but makes the targets easy to predict (loss ~0.05 by step 300, half the reference's)
-            and the pooled embeddings lose rank as they train (docs/i_jepa_health.md).
+            and the pooled embeddings lose rank as they train (research/i_jepa/health/README.md).
     """
 
     model_type = "i_jepa"
@@ -312,7 +312,7 @@ class IJepaConfig(PretrainedConfig):
             ema_momentum=0.996,  # I-JEPA's 0.996 -> 1.0
             # On a 7 x 7 grid I-JEPA's ImageNet masks (4 targets of 15-20%, context 85-100%) leave ~4-12 context
             # patches after the batch-minimum cut; 3 smaller targets with the whole rest as context lift the 1600-step
-            # MNIST probe from 0.702 to 0.805 (untrained 0.732; docs/i_jepa_health.md).
+            # MNIST probe from 0.702 to 0.805 (untrained 0.732; research/i_jepa/health/README.md).
             num_target_blocks=3,
             target_scale=[0.08, 0.18],
             context_scale=[1.0, 1.0],

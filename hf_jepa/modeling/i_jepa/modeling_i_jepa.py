@@ -295,7 +295,7 @@ class IJepaPreTrainedModel(JepaHubMixin, PreTrainedModel):
         `(hidden, C * p * p)`. Std 0.02 suits ViT-H (width 1280) but leaves a 128-wide ViT with 4 x 4 patches
         position-only (pre-training collapses); Xavier's fan-average scale (the separate 128 x 128 q/k/v and the
         MLP's down-projection start 1.7-2.2x above fan-in scale) trains to easy targets and falling rank; the fan-in
-        scale trains healthily (the small presets use it; docs/i_jepa_health.md)."""
+        scale trains healthily (the small presets use it; research/i_jepa/health/README.md)."""
         std = self.config.initializer_range
         scheme = self.config.init_scheme
         if isinstance(module, (nn.Linear, nn.Conv2d)):

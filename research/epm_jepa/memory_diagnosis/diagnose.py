@@ -1,5 +1,10 @@
 # ruff: noqa: B023  (scratch diagnosis: closures are called inside the loop iteration that defines them)
-"""Diagnose EPM-JEPA's memory path on trained models (scratch; the kept version lives in hf_jepa.metrics.epm_memory)."""
+"""Measurements (a) and (c) of research/epm_jepa/memory_diagnosis/README.md on a first-run output folder: the size of track C's generated
+LoRA delta and its change across buffers, and the aggregator's attention (tracks C and B). The reusable measurement
+is `hf_jepa.metrics.epm_memory.memory_path_diagnostics`.
+
+usage: python research/epm_jepa/memory_diagnosis/diagnose.py RUN_DIR   (RUN_DIR holds the trained epm/ and ei/ folders; MNIST from
+$HF_JEPA_MNIST, default ../shared/data/mnist)"""
 
 import math
 import os
@@ -12,6 +17,8 @@ from hf_jepa.modeling.epm_jepa import EpmJepaModel
 from hf_jepa.modeling.epm_jepa.modeling_epm_jepa import ADAPTER_NAME
 from hf_jepa.recipes.epm_jepa import EpmJepaDataArguments, build_episodic_eval
 
+if len(sys.argv) != 2 or sys.argv[1].startswith("-"):
+    sys.exit(__doc__)
 torch.manual_seed(0)
 run = sys.argv[1]
 # The real MNIST folder the numbers were measured on (the repository's ../shared/data/mnist by default).

@@ -1,4 +1,9 @@
-"""(b) gradient norms, (e) trainable parts, (d) probe of g."""
+"""Measurements (b) and (e) of research/epm_jepa/memory_diagnosis/README.md: the gradient norm per part of one episodic batch and which
+parts train, for tracks C (epm) and B (ei) fresh from RUN_DIR/base and after RUN_DIR's experience phase; then a
+leave-one-out ridge probe of g from buffer summaries (60 episodes; the README's probe numbers (d) come from probe.py).
+
+usage: python research/epm_jepa/memory_diagnosis/gradients.py RUN_DIR   (RUN_DIR holds base/, epm/ and ei/; MNIST from $HF_JEPA_MNIST, default
+../shared/data/mnist)"""
 
 import os
 import sys
@@ -10,6 +15,8 @@ from hf_jepa.data.moving_mnist import EPISODIC_TRAIN_GRAVITIES, GravityEpisodes,
 from hf_jepa.modeling.epm_jepa import EpmJepaModel
 from hf_jepa.recipes.epm_jepa import set_trainable_parts
 
+if len(sys.argv) != 2 or sys.argv[1].startswith("-"):
+    sys.exit(__doc__)
 run = sys.argv[1]
 # The real MNIST folder the numbers were measured on (the repository's ../shared/data/mnist by default).
 MNIST = os.environ.get("HF_JEPA_MNIST", "../shared/data/mnist")

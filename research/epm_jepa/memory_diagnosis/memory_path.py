@@ -1,4 +1,8 @@
-"""memory_path_diagnostics on trained run folders: query + support of g=0.1, other support of g=0.6 (eval episodes)."""
+"""`memory_path_diagnostics` (measurement (d) of research/epm_jepa/memory_diagnosis/README.md, `experience_change`) on trained model
+folders: query + support of g = 0.1, other support of g = 0.6 (evaluation episodes).
+
+usage: python research/epm_jepa/memory_diagnosis/memory_path.py MODEL_DIR [MODEL_DIR ...]   (MNIST from $HF_JEPA_MNIST, default
+../shared/data/mnist)"""
 
 import json
 import os
@@ -10,6 +14,8 @@ from hf_jepa.modeling.epm_jepa import EpmJepaModel
 from hf_jepa.recipes.epm_jepa import EpmJepaDataArguments, build_episodic_eval
 
 # The real MNIST folder the numbers were measured on (the repository's ../shared/data/mnist by default).
+if len(sys.argv) < 2 or sys.argv[1].startswith("-"):
+    sys.exit(__doc__)
 MNIST = os.environ.get("HF_JEPA_MNIST", "../shared/data/mnist")
 splits = MnistSplits(MNIST)
 eps = build_episodic_eval(splits, EpmJepaDataArguments(data=MNIST, eval_sequences=64, episode_support=8), 64)

@@ -1,5 +1,5 @@
 """Oracle memory: every buffer entry is g * 1 (the gravity itself), so e_agg is an exact function of g. Can the
-memory path (B injection / C dynamic LoRA) use a perfectly informative buffer at all?"""
+memory path (B injection / C dynamic LoRA) use a perfectly informative buffer at all? (research/epm_jepa/memory_diagnosis/README.md, oracle rows)"""
 
 import argparse
 import json
@@ -21,7 +21,7 @@ from hf_jepa.recipes.epm_jepa import (
 )
 from hf_jepa.trainers import JepaTrainer, TrainingArguments
 
-ap = argparse.ArgumentParser()
+ap = argparse.ArgumentParser(description=__doc__)
 ap.add_argument("--base")
 ap.add_argument("--out")
 ap.add_argument("--track")

@@ -1,4 +1,7 @@
-"""(d) probe of g from buffer summaries, more episodes, CV-chosen ridge; plus base D per gravity."""
+"""Measurement (d) of research/epm_jepa/memory_diagnosis/README.md: ridge probe of g from per-episode buffer summaries (150 episodes,
+5-fold over episodes, CV-chosen ridge); for WHICH=base also the base's D per gravity.
+
+usage: python research/epm_jepa/memory_diagnosis/probe.py RUN_DIR base|epm|ei   (MNIST from $HF_JEPA_MNIST, default ../shared/data/mnist)"""
 
 import os
 import sys
@@ -10,6 +13,8 @@ from hf_jepa.data.moving_mnist import EPISODIC_TRAIN_GRAVITIES, GravityEpisodes,
 from hf_jepa.metrics.world_model import evaluate_world_model
 from hf_jepa.modeling.epm_jepa import EpmJepaModel
 
+if len(sys.argv) != 3 or sys.argv[1].startswith("-"):
+    sys.exit(__doc__)
 run, which = sys.argv[1], sys.argv[2]
 # The real MNIST folder the numbers were measured on (the repository's ../shared/data/mnist by default).
 MNIST = os.environ.get("HF_JEPA_MNIST", "../shared/data/mnist")

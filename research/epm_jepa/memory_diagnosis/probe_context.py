@@ -1,5 +1,7 @@
 """Is g readable from one context window? ridge probe of g from a window's latents (k=3: z_{t-2}, z_{t-1}, z_t) vs
-from its last two latents only (what a context_length=2 predictor sees), 5-fold over episodes."""
+from its last two latents only (what a context_length=2 predictor sees), 5-fold over episodes (measurement (d) of research/epm_jepa/memory_diagnosis/README.md).
+
+usage: python research/epm_jepa/memory_diagnosis/probe_context.py MODEL_DIR   (MNIST from $HF_JEPA_MNIST, default ../shared/data/mnist)"""
 
 import os
 import sys
@@ -10,6 +12,8 @@ from hf_jepa.data import MnistSplits
 from hf_jepa.data.moving_mnist import EPISODIC_TRAIN_GRAVITIES, MovingMnist
 from hf_jepa.modeling.epm_jepa import EpmJepaModel
 
+if len(sys.argv) != 2 or sys.argv[1].startswith("-"):
+    sys.exit(__doc__)
 model = EpmJepaModel.from_pretrained(sys.argv[1]).eval()
 # The real MNIST folder the numbers were measured on (the repository's ../shared/data/mnist by default).
 MNIST = os.environ.get("HF_JEPA_MNIST", "../shared/data/mnist")

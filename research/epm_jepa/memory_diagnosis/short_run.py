@@ -1,4 +1,5 @@
-"""One experience-phase run from an existing base, then the buffer swap and adaptation-k readouts (1 seed)."""
+"""One experience-phase run from an existing base, then the buffer swap and adaptation-k readouts (1 seed;
+research/epm_jepa/memory_diagnosis/README.md, short-run rows)."""
 
 import argparse
 import json
@@ -21,7 +22,7 @@ from hf_jepa.recipes.epm_jepa import (
 )
 from hf_jepa.trainers import JepaTrainer, TrainingArguments
 
-ap = argparse.ArgumentParser()
+ap = argparse.ArgumentParser(description=__doc__)
 ap.add_argument("--base")
 ap.add_argument("--out")
 ap.add_argument("--track")

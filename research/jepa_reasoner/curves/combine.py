@@ -1,7 +1,7 @@
 """Combine curve runs of disjoint systems into one result (`combine_curve_runs`): e.g. the 7-node curves run as two
-one-thread processes side by side, one per core (docs/jepa_reasoner_curves.md).
+one-thread processes side by side, one per core (research/jepa_reasoner/curves/README.md).
 
-usage: python docs/jepa_reasoner_curves_combine.py OUTPUT_DIR RUN_DIR RUN_DIR [RUN_DIR ...]"""
+usage: python research/jepa_reasoner/curves/combine.py OUTPUT_DIR RUN_DIR RUN_DIR [RUN_DIR ...]"""
 
 import json
 import sys

@@ -1,6 +1,6 @@
-"""Superposition measurements of a saved JEPA-Reasoner folder (docs/jepa_reasoner_superposition.md).
+"""Superposition measurements of a saved JEPA-Reasoner folder (research/jepa_reasoner/superposition/README.md).
 
-usage: python docs/jepa_reasoner_superposition.py REASONER_DIR [OUTPUT_DIR [NUM_PROMPTS [DELTA]]]
+usage: python research/jepa_reasoner/superposition/superposition.py REASONER_DIR [OUTPUT_DIR [NUM_PROMPTS [DELTA]]]
 
 REASONER_DIR is the output folder of `hf-jepa train jepa-reasoner` (or `<reproduction>/tree_search/reasoner`): the
 task and its eval split are rebuilt from its data_args.json, as `hf-jepa eval` does. Writes superposition.json,

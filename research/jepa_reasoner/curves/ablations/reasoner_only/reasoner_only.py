@@ -14,7 +14,7 @@ eval examples:
 - `tf_cos` / `fr_cos`: mean cosine to the targets; `targets_mean_pairwise_cos`: mean cosine between target latents
   of different answer positions (a collapse indicator).
 
-usage: OMP_NUM_THREADS=1 python docs/jepa_reasoner_reasoner_only.py OUTPUT.json BUDGET EVERY ['{"reasoner": {...}}'
+usage: OMP_NUM_THREADS=1 python research/jepa_reasoner/curves/ablations/reasoner_only/reasoner_only.py OUTPUT.json BUDGET EVERY ['{"reasoner": {...}}'
 ['{"learning_rate": 2e-3, "scheduled_sampling_prob": 0.25, "seed": 1}']] (the first JSON: config overrides, as the
 curves protocol's `config_overrides`; the second: the reasoner stage's peak learning rate, default 1e-3, the curves
 protocol's final scheduled-sampling probability, default 0, and the seed of the model's initialisation and batch

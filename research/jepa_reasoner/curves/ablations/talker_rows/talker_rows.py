@@ -25,9 +25,9 @@ Three modes (`talkers` can run in several processes at once, each with its own r
 3. `pair OUTPUT.json BUDGET NODES mono|dual`: the curves protocol's interleaved reasoner + Talker (30% of BUDGET
    minutes to the Talker, which trains on the reasoner of each moment), then the same readings.
 
-usage: OMP_NUM_THREADS=1 python docs/jepa_reasoner_talker_rows.py reasoner REASONER_DIR BUDGET NODES ['{...}']
-       OMP_NUM_THREADS=1 python docs/jepa_reasoner_talker_rows.py talkers REASONER_DIR OUTPUT.json BUDGET ROW [ROW ...]
-       OMP_NUM_THREADS=1 python docs/jepa_reasoner_talker_rows.py pair OUTPUT.json BUDGET NODES mono|dual"""
+usage: OMP_NUM_THREADS=1 python research/jepa_reasoner/curves/ablations/talker_rows/talker_rows.py reasoner REASONER_DIR BUDGET NODES ['{...}']
+       OMP_NUM_THREADS=1 python research/jepa_reasoner/curves/ablations/talker_rows/talker_rows.py talkers REASONER_DIR OUTPUT.json BUDGET ROW [ROW ...]
+       OMP_NUM_THREADS=1 python research/jepa_reasoner/curves/ablations/talker_rows/talker_rows.py pair OUTPUT.json BUDGET NODES mono|dual"""
 
 import json
 import sys
