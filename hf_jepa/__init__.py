@@ -86,7 +86,13 @@ def register_auto_classes() -> None:
     finally:
         transformers_logging.set_verbosity(verbosity)
 
-    from . import pipelines  # noqa: F401  (registers the pipeline tasks)
+    from .pipelines import serve_registered_tasks  # (importing the package registers the pipeline tasks)
+
+    # Saved folders declare the hf-jepa tasks in `custom_pipelines` for remote-code users; here the registered
+    # pipelines serve them, so `pipeline(task, model=folder)` needs no trust_remote_code (docs/guides/remote-code.md).
+    for name in _MODULE_OF:
+        if name.endswith("Config"):
+            serve_registered_tasks(__getattr__(name))
 
     _registered = True
 

@@ -79,6 +79,43 @@ def run_without_hf_jepa(
     )
 
 
+def run_in_terminal(code: str, *, cwd: Path, timeout: int = 240) -> tuple[int, str]:
+    """Run `code` in a Python whose stdin, stdout and stderr are a pseudo-terminal, as a user at a shell prompt has
+    (with stdin closed or piped, transformers skips its "Do you wish to run the custom code? [y/N]" question, so a
+    prompt that blocks a real user would go unseen). Returns (exit status, everything printed). A process still
+    running after `timeout` s is killed and reported as status -9."""
+    import pty
+    import select
+    import signal
+    import time
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": str(torch.get_num_threads())}
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the terminal is its stdin/stdout/stderr
+        os.chdir(cwd)
+        os.execve(sys.executable, [sys.executable, "-c", textwrap.dedent(code)], env)
+    chunks, deadline = [], time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 1.0)
+        if not ready:
+            if os.waitpid(pid, os.WNOHANG) != (0, 0):
+                break
+            continue
+        try:
+            data = os.read(fd, 65536)
+        except OSError:  # the child closed the terminal (it exited)
+            break
+        if not data:
+            break
+        chunks.append(data)
+    else:
+        os.kill(pid, signal.SIGKILL)
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    code_ = os.waitstatus_to_exitcode(status)
+    return code_, b"".join(chunks).decode(errors="replace")
+
+
 def _skip_reason() -> str:
     configured = os.environ.get("HF_JEPA_MNIST")
     where = f"$HF_JEPA_MNIST={configured!r}" if configured else str(SHARED_MNIST)

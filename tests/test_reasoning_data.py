@@ -49,12 +49,15 @@ def test_tokenizer_special_ids_order_and_round_trip(tmp_path):
     assert len(tokenizer) == 9
     ids = tokenizer("b a , ?  a")["input_ids"]
     assert ids == [5, 6, 7, 8, 6]  # no special tokens added
-    assert tokenizer.decode([2] + ids + [3, 0, 0], skip_special_tokens=True) == "b a , ? a"
+    # Every token after one space, so a decoded continuation reads after its prompt ("b a" + " , ?").
+    assert tokenizer.decode([2] + ids + [3, 0, 0], skip_special_tokens=True) == " b a , ? a"
+    assert "b a" + tokenizer.decode(ids[2:4]) == "b a , ?"
     assert tokenizer("a zz")["input_ids"] == [6, 1]
 
     tokenizer.save_pretrained(tmp_path)
     reloaded = AutoTokenizer.from_pretrained(tmp_path)
     assert reloaded.get_vocab() == tokenizer.get_vocab()
+    assert reloaded.decode(ids) == " b a , ? a"
     assert (reloaded.pad_token, reloaded.unk_token, reloaded.bos_token, reloaded.eos_token, reloaded.sep_token) == (
         "[PAD]",
         "[UNK]",
@@ -63,7 +66,7 @@ def test_tokenizer_special_ids_order_and_round_trip(tmp_path):
         "[SEP]",
     )
     assert reloaded("b a , ?")["input_ids"] == [5, 6, 7, 8]
-    assert reloaded.decode([4, 5, 6, 3], skip_special_tokens=True) == "b a"
+    assert reloaded.decode([4, 5, 6, 3], skip_special_tokens=True) == " b a"
 
 
 def test_tokenizer_rejects_bad_vocab_and_unknown_tokens():
@@ -411,10 +414,10 @@ def test_encode_tasks_round_trip_and_dataset():
         assert batch["input_ids"].shape == batch["labels"].shape == (64, width)
         assert (batch["input_ids"][:, task.max_prompt_length] == tokenizer.sep_token_id).all()
         for row, example in enumerate(examples[:8]):
-            assert tokenizer.decode(batch["prompt_ids"][row], skip_special_tokens=True) == example.prompt
-            assert tokenizer.decode(batch["answer_ids"][row], skip_special_tokens=True) == example.answer
+            assert tokenizer.decode(batch["prompt_ids"][row], skip_special_tokens=True).strip() == example.prompt
+            assert tokenizer.decode(batch["answer_ids"][row], skip_special_tokens=True).strip() == example.answer
             kept = batch["labels"][row][batch["labels"][row] != IGNORE_INDEX]
-            assert tokenizer.decode(kept, skip_special_tokens=True) == example.answer
+            assert tokenizer.decode(kept, skip_special_tokens=True).strip() == example.answer
     dataset = reasoning_dataset(examples, tokenizer, task.max_prompt_length, task.max_answer_length)
     assert len(dataset) == 64 and dataset[3]["answer"] == examples[3].answer
     assert torch.equal(dataset[3]["input_ids"], batch["input_ids"][3])

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import run_without_hf_jepa
+from conftest import run_in_terminal, run_without_hf_jepa
 from PIL import Image
 from transformers import AutoModel, AutoTokenizer, pipeline
 
@@ -145,6 +145,17 @@ def test_text_generation_matches_generate(folders, name):
     got = generate(prompt)[0]["generated_text"]
     assert got.startswith(prompt) and len(got) > len(prompt)
     assert got == _expected_generation(name, folder, prompt)
+    # The continuation reads after its prompt: one space, then whole vocabulary words (not "n2n21").
+    continuation = got[len(prompt) :]
+    assert continuation.startswith(" ") and not continuation.startswith("  "), repr(got)
+    vocabulary = set(AutoTokenizer.from_pretrained(folder).get_vocab())
+    assert set(got.split()) <= vocabulary, repr(got)
+
+
+def test_text_generation_names_an_empty_prompt(folders):
+    generate = pipeline("text-generation", model=str(folders["jepa-mono-talker/pair"]))
+    with pytest.raises(ValueError, match="the prompt is empty"):
+        generate("")
 
 
 def test_pair_saves_decoding_defaults_and_tokenizers_know_the_positions(folders):
@@ -188,6 +199,83 @@ def test_trainer_folders_declare_their_custom_pipelines(folders):
         assert (folders[name] / code).is_file() and (folders[name] / "base.py").is_file(), name
     for name in ("jepa-reasoner", "coupled-lm", "coconut", "jepa-mono-talker"):
         assert "custom_pipelines" not in json.loads((folders[name] / "config.json").read_text()), name
+
+
+CUSTOM_TASK = {
+    "bro-jepa": "modular-arithmetic",
+    "epm-jepa": "latent-world-model",
+    "t-jepa": "jepa-feature-extraction",
+    "i-jepa": "jepa-feature-extraction",
+    "jepa-mono-talker/pair": "latent-reasoning",
+}
+
+IN_A_TERMINAL = """
+import json
+import numpy as np
+from PIL import Image
+import hf_jepa
+from transformers import pipeline
+cases = json.loads({cases!r})
+for name, task, folder, given in cases:
+    pipe = pipeline(task, model=folder)  # no trust_remote_code: hf_jepa is installed
+    assert type(pipe.model).__module__.startswith("hf_jepa."), (name, task, type(pipe.model).__module__)
+    assert type(pipe).__module__.startswith(("hf_jepa.", "transformers.pipelines")), (name, task, type(pipe))
+    if "image" in given:
+        side = given["image"]
+        pixels = np.zeros((side, side), dtype=np.uint8)
+        pixels[side // 4 : side // 2, side // 3 : 3 * side // 4] = 200
+        frame = Image.fromarray(pixels, mode="L")
+        result = pipe([frame] * given["frames"]) if given.get("frames") else pipe(frame, **given.get("kwargs", {{}}))
+    else:
+        result = pipe(given["text"])
+    print("ran", name, task, type(result).__name__, flush=True)
+print("all ran")
+"""
+
+
+def _terminal_cases(folders) -> list:
+    """Every standard task (`_cases`) and every hf-jepa task a trainer folder declares."""
+    cases = _cases(folders)
+    for name, task in sorted(CUSTOM_TASK.items()):
+        config = json.loads((folders[name] / "config.json").read_text())
+        if name in ("t-jepa", "jepa-mono-talker/pair"):
+            given = {"text": TEXT if name == "t-jepa" else _prompt(folders[name])}
+        else:
+            side = config.get("image_size") or config["backbone_config"]["image_size"]
+            given = {"image": side}
+            if name == "bro-jepa":
+                given["kwargs"] = {"operation": 1}
+            if name == "epm-jepa":
+                given["frames"] = int(config["context_length"]) + 1
+        cases.append([name, task, str(folders[name]), given])
+    return cases
+
+
+def test_no_pipeline_asks_to_run_custom_code_in_a_terminal(folders, tmp_path):
+    """With hf_jepa imported, every standard and hf-jepa pipeline on every trainer folder loads the installed classes
+    and asks nothing. Run on a pseudo-terminal: transformers asks its "run the custom code? [y/N]" question (and
+    blocks ~15 s) only when stdin is a terminal, which a plain subprocess or pytest's closed stdin never is."""
+    cases = _terminal_cases(folders)
+    status, printed = run_in_terminal(IN_A_TERMINAL.format(cases=json.dumps(cases)), cwd=tmp_path)
+    assert "custom code" not in printed and "[y/N]" not in printed, printed[-3000:]
+    assert status == 0 and "all ran" in printed, printed[-3000:]
+    assert printed.count("\nran ") + printed.startswith("ran ") == len(cases), printed[-3000:]
+
+
+def test_the_terminal_harness_sees_a_prompt(folders, tmp_path):
+    """The check above could pass vacuously if the pseudo-terminal hid the question: a remote-code load of the same
+    folder without trust_remote_code, where hf_jepa is not imported, does ask it there."""
+    code = f"""
+    import sys
+    sys.modules["hf_jepa"] = None  # as where hf_jepa is not installed
+    from transformers import AutoModel
+    try:
+        AutoModel.from_pretrained({str(folders["bro-jepa"])!r})
+    except ValueError as error:
+        print("refused:", str(error)[:60])
+    """
+    status, printed = run_in_terminal(code, cwd=tmp_path, timeout=60)
+    assert "Do you wish to run the custom code? [y/N]" in printed, printed[-2000:]
 
 
 WITHOUT_HF_JEPA = """

@@ -7,6 +7,7 @@ from .feature_extraction import JepaFeatureExtractionPipeline
 from .latent_reasoning import LatentReasoningPipeline
 from .latent_world_model import LatentWorldModelPipeline
 from .modular_arithmetic import ModularArithmeticPipeline
+from .registered_tasks import serve_registered_tasks
 
 PIPELINE_REGISTRY.register_pipeline(
     "modular-arithmetic", pipeline_class=ModularArithmeticPipeline, pt_model=AutoModel, type="image"
@@ -28,8 +29,8 @@ PIPELINE_REGISTRY.register_pipeline(
     "latent-reasoning", pipeline_class=LatentReasoningPipeline, pt_model=AutoModel, type="text"
 )
 
-
 __all__ = [
+    "serve_registered_tasks",
     "JepaFeatureExtractionPipeline",
     "LatentReasoningPipeline",
     "LatentWorldModelPipeline",

@@ -37,9 +37,8 @@ class JepaPipeline(Pipeline):
     def save_pretrained(self, save_directory, **kwargs):
         """Save the model, its tokenizer or image processor and the pipeline's code; `config.json` gets
         `custom_pipelines`, so the directory loads with `pipeline(model=dir, trust_remote_code=True)` without hf_jepa.
-        As with any repo declaring a custom pipeline, transformers then requires `trust_remote_code=True` (or
-        `pipeline_class=`) for this task even where hf_jepa is installed; saving the model and its tokenizer or
-        processor themselves gives a directory that loads with the plain task name.
+        Where hf_jepa is installed its config classes hide their own tasks from `custom_pipelines`, so the plain
+        task name loads the folder without `trust_remote_code` (docs/guides/remote-code.md).
 
         Unlike `Pipeline.save_pretrained`, the model's in-memory config is left as it was (no `custom_pipelines`
         leaking into later `model.save_pretrained` / `push_to_hub` calls)."""

@@ -381,7 +381,9 @@ class LatentReasoningPipeline(JepaPipeline):
         eos = self.model.config.talker_config.eos_token_id
         if eos in tokens:
             tokens = tokens[: tokens.index(eos)]
-        text = self.tokenizer.decode(tokens, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+        # .strip(): the reasoning tokenizers decode every token after a space (so text-generation continuations read
+        # after their prompt); this task returns the answer alone.
+        text = self.tokenizer.decode(tokens, skip_special_tokens=True, clean_up_tokenization_spaces=False).strip()
         latents = model_outputs["latents"][0]
         result = {"generated_text": text, "num_reasoning_steps": int(latents.shape[0])}
         if return_latents:

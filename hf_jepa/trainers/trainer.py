@@ -41,7 +41,7 @@ from .checkpointing import (
     settings_differences,
     write_main_files,
 )
-from .custom_pipelines import write_custom_pipelines
+from .custom_pipelines import declare_image_processor_in_config, write_custom_pipelines
 from .ema import ema_momentum, ema_update_
 from .optim import build_optimizer, warmup_cosine_lambda
 from .output_dir import prepare_output_dir
@@ -456,6 +456,8 @@ class JepaTrainer:
         # The folder's own hf-jepa pipeline task(s) and their code: `pipeline(task, model=dir, trust_remote_code=True)`
         # then works without hf_jepa (as after `pipe.save_pretrained`).
         write_custom_pipelines(output_dir)
+        # No "run the custom code?" question from the video-processor lookup of every pipeline (see the function).
+        declare_image_processor_in_config(output_dir, model.config)
         # The returned model's own save_pretrained / push_to_hub now carry this folder's card, processor or tokenizer,
         # pipeline code and results (the modeling folders' JepaHubMixin reads them from `name_or_path`).
         model.name_or_path = model.config.name_or_path = str(output_dir.resolve())

@@ -54,10 +54,12 @@ def build_reasoning_tokenizer(vocab: Iterable[str], model_max_length: int = 4096
     no post-processor: encoding adds no special tokens, the batching code places `[SEP]`/`[EOS]` itself). Ids:
     `[PAD]`=0, `[UNK]`=1, `[BOS]`=2, `[EOS]`=3, `[SEP]`=4, then `vocab` in its order, duplicates dropped (special
     tokens in `vocab` are skipped: they already have their ids). Any other word encodes as `[UNK]`.
-    `decode(ids, skip_special_tokens=True)` gives the tokens joined by single spaces. The tokenizer round-trips through
+    `decode(ids, skip_special_tokens=True)` gives each token after one space (" a b c"), as GPT-2's byte-level
+    tokens carry their space: decoding only the generated ids (what `pipeline("text-generation")` appends to the
+    prompt) then reads "prompt continuation", not "promptcontinuation". `.strip()` gives the bare text. The tokenizer round-trips through
     `save_pretrained` / `AutoTokenizer.from_pretrained` offline.
     """
-    from tokenizers import Tokenizer, models, pre_tokenizers
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
     if isinstance(vocab, str):
@@ -74,6 +76,7 @@ def build_reasoning_tokenizer(vocab: Iterable[str], model_max_length: int = 4096
         raise ValueError("vocab must hold at least one token besides the special tokens")
     backend = Tokenizer(models.WordLevel({token: index for index, token in enumerate(tokens)}, unk_token=UNK_TOKEN))
     backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    backend.decoder = decoders.Replace(Regex("^"), " ")  # a space before every token (see above)
     backend.add_special_tokens(list(REASONING_SPECIAL_TOKENS))
     return PreTrainedTokenizerFast(
         tokenizer_object=backend,

@@ -1222,7 +1222,8 @@ class JepaReasonerWithTalker(JepaPreTrainedBase, GenerationMixin):
         if prompt_ids is None:
             if input_ids is None:
                 raise ValueError(
-                    "pass prompt_ids (returns token ids and the chain) or input_ids (returns prompt + tokens)"
+                    "the prompt is empty: the reasoner needs at least one prompt token to reason from (got no "
+                    "prompt_ids and no input_ids; pipeline('text-generation') passes none for a prompt of '')"
                 )
             if generation_kwargs.get("generation_config") is None:  # the saved defaults, updated by the keywords
                 defaults = copy.deepcopy(self.generation_config)
