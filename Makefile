@@ -61,6 +61,13 @@ style: $(STAMP)
 # Build the wheel, install it (torch CPU first) in a fresh virtualenv and use it from outside the source tree: --version,
 # `configs path`, a 30-step training and the pipeline (utils/check_wheel.sh; 1-2 min here, mostly the install).
 # Independent of .venv: PYTHON builds the wheel and the fresh virtualenv.
+# The docs site from docs/ (mkdocs.yml): a broken link, a page missing from the nav or a missing API reference fails.
+# Installs the `docs` extra into .venv first. Serve it live with `.venv/bin/mkdocs serve`.
+.PHONY: docs
+docs: $(STAMP)
+	$(PY) -m pip install --quiet -e ".[docs]"
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
 .PHONY: wheel-check
 wheel-check:
 	PYTHON=$(PYTHON) utils/check_wheel.sh
