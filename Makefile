@@ -64,8 +64,12 @@ style: $(STAMP)
 # The docs site from docs/ (mkdocs.yml): a broken link, a page missing from the nav or a missing API reference fails.
 # Installs the `docs` extra into .venv first. Serve it live with `.venv/bin/mkdocs serve`.
 .PHONY: docs
-docs: $(STAMP)
+DOCS_STAMP := $(VENV)/.docs-installed
+$(DOCS_STAMP): $(STAMP) pyproject.toml
 	$(PY) -m pip install --quiet -e ".[docs]"
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 .PHONY: wheel-check
