@@ -9,28 +9,11 @@ pages), so they are marked `NOT_IN_NAV` instead of failing the strict "not in na
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 from mkdocs.structure.files import File, InclusionLevel
 
 RESEARCH = "research"
-
-
-class _GroupedParameterNames(logging.Filter):
-    """The package's docstrings follow transformers' style, where one `Args:` entry may name several parameters over
-    two lines ("a, b, c,\n d: as in ..."); griffe's Google parser cannot split that and warns, which `--strict` would
-    turn into a failure of the whole site. Only that parse message is lowered to INFO; every other warning stays."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno == logging.WARNING and "Failed to get 'name: description' pair" in record.getMessage():
-            record.levelno, record.levelname = logging.INFO, "INFO"
-        return True
-
-
-def on_config(config):
-    logging.getLogger("mkdocs.plugins.griffe").addFilter(_GroupedParameterNames())
-    return config
 
 
 def on_files(files, config):

@@ -472,10 +472,11 @@ class CoupledTransformerConfig(PretrainedConfig):
     (same width, heads, MLP and vocabulary; 26 blocks + untied embeddings and LM head: ~891M parameters, against the
     reasoner's ~898M trainable ones).
 
+    The block fields (`vocab_size`, `hidden_size`, `num_hidden_layers`, `num_attention_heads`, `intermediate_size`,
+    `max_position_embeddings`, `rms_norm_eps`, `rope_theta`, `initializer_range`, `hidden_dropout`) are as in
+    [`JepaReasonerConfig`]; here `num_hidden_layers` counts every block.
+
     Args:
-        vocab_size, hidden_size, num_hidden_layers, num_attention_heads, intermediate_size, max_position_embeddings,
-        rms_norm_eps, rope_theta, initializer_range, hidden_dropout: as in [`JepaReasonerConfig`] (`num_hidden_layers`
-            counts every block).
         pad_token_id, bos_token_id, eos_token_id, sep_token_id (`int`): special token ids (0, 2, 3, 4).
         use_cache (`bool`, *optional*, defaults to `True`): read by `generate`.
     """
