@@ -388,6 +388,8 @@ def test_pushed_files(hub, pushed):
     readme = stored["README.md"].decode()
     assert MODEL_ID_PLACEHOLDER not in readme and f'from_pretrained("{REPO_ID}")' in readme
     assert f'pipeline("jepa-feature-extraction", model="{REPO_ID}", trust_remote_code=True)' in readme
+    # hf_jepa installed: the registered classes serve the folder, without trust_remote_code (docs/guides/remote-code.md)
+    assert f'extract = pipeline("jepa-feature-extraction", model="{REPO_ID}")  # hf_jepa installed' in readme
 
 
 def test_from_hub_bit_identical(model, tokenizer, pipe, pushed, online):
