@@ -24,9 +24,12 @@ def main(argv=None) -> int:
     argv = list(argv if argv is not None else sys.argv[1:])
     directory = Path(argv[0] if argv else "outputs/demo")
     data = argv[1] if len(argv) > 1 else "embedded"
-    if not (directory / "config.json").is_file():
-        print(f"demo_reload: error: {directory} holds no saved model (config.json); run `make demo` first")
-        return 2
+    for name in ("config.json", "eval_results.json"):
+        if not (directory / name).is_file():
+            print(
+                f"demo_reload: error: {directory} has no {name}: not a folder `hf-jepa train` wrote (run `make demo`)"
+            )
+            return 2
     model = AutoModel.from_pretrained(directory).eval()
     saved = json.loads((directory / "eval_results.json").read_text())["zero_shot_accuracy"]
     test = load_mnist(data)["test"]
@@ -53,7 +56,7 @@ def main(argv=None) -> int:
     print("\nLoad it in your own code:")
     print("    import hf_jepa")
     print("    from transformers import pipeline")
-    print(f'    classify = pipeline("modular-arithmetic", model="{directory}")')
+    print(f'    classify = pipeline("modular-arithmetic", model="{directory.resolve()}")')
     print("    classify(image, operation=3)  # a PIL image or (28, 28) array of a digit -> its digit + 3 (mod 10)")
     return 0
 

@@ -16,7 +16,7 @@ DOCS = ROOT / "docs"
 
 
 def _pages() -> list[str]:
-    pages = ["README.md"] + sorted(
+    pages = ["README.md", "CONTRIBUTING.md"] + sorted(
         path.relative_to(ROOT).as_posix() for path in DOCS.rglob("*.md") if "hooks" not in path.parts
     )
     return [page for page in pages if (ROOT / page).exists()]
@@ -82,3 +82,24 @@ def test_an_unknown_directive_is_an_error(tmp_path):
     page.write_text("<!-- docs-test: skipp -->\n```bash\ntrue\n```\n")
     with pytest.raises(ValueError, match="page.md:1"):
         collect_blocks(page, "page.md")
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("intro\n```python\nprint(1)\n", "page.md:2: the ``` fence opened here is never closed"),
+        ("```py\nprint(1)\n```\n", "write ```python or ```bash, not ```py"),
+        ("```sh\necho 1\n```\n", "write ```python or ```bash, not ```sh"),
+    ],
+)
+def test_blocks_that_would_go_untested_are_errors(tmp_path, text, message):
+    page = tmp_path / "page.md"
+    page.write_text(text)
+    with pytest.raises(ValueError, match=message.replace("`", "`").replace("(", r"\(")):
+        collect_blocks(page, "page.md")
+
+
+def test_a_fence_with_attributes_is_collected(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text('```python title="example.py"\nprint(1)\n```\n')
+    assert [(b.language, b.code) for b in collect_blocks(page, "page.md")] == [("python", "print(1)\n")]

@@ -118,7 +118,9 @@ module = Path(hf_jepa.__file__).resolve()
 assert module.is_relative_to(site), f"hf_jepa imported from {module}, not from the virtualenv's {site}"
 assert not module.is_relative_to(source), f"hf_jepa imported from the source tree ({module})"
 example = embedded_digits()["test"][0]
-result = pipeline("modular-arithmetic", model=str(model_dir), trust_remote_code=True)(example["image"], operation=3)
+classify = pipeline("modular-arithmetic", model=str(model_dir))  # hf_jepa installed: no trust_remote_code
+assert type(classify.model).__module__.startswith("hf_jepa."), type(classify.model).__module__
+result = classify(example["image"], operation=3)
 assert {"digit", "score", "source_digit"} <= result.keys(), result
 assert 0 <= result["digit"] < 10, result
 print(f"   hf_jepa from {module.parent}; digit {example['label']} + 3 -> {result['digit']} (score {result['score']:.2f})")

@@ -6,13 +6,13 @@ the model's target encoder (`model.embed`).
     from transformers import pipeline
     import hf_jepa  # registers the task
 
-    extract = pipeline("jepa-feature-extraction", model="path/or/org/t-jepa", trust_remote_code=True)  # loads the tokenizer saved beside it
+    extract = pipeline("jepa-feature-extraction", model="path/or/org/t-jepa")  # loads the tokenizer saved beside it
     extract("A sentence.")                           # [float, ...]: one embedding
     extract(["One.", "Two."], batch_size=2)          # one embedding per text
     extract(long_text, truncation=True)              # cut to max_position_embeddings tokens
     extract("A sentence.", return_tensors=True)      # a (hidden,) float tensor
 
-    image_extract = pipeline("jepa-feature-extraction", model="path/or/org/i-jepa", trust_remote_code=True)
+    image_extract = pipeline("jepa-feature-extraction", model="path/or/org/i-jepa")
     image_extract(pil_image)                         # or an array (H, W) / (C, H, W) / (H, W, C), uint8 or float
 
 This file imports only numpy, torch, PIL, transformers and `.base` (no `hf_jepa` imports): `pipe.save_pretrained`

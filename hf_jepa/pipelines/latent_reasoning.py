@@ -6,7 +6,7 @@ Talker pair (`JepaReasonerWithTalker`) and the word-level tokenizer saved beside
     from transformers import pipeline
     import hf_jepa  # registers the task
 
-    reason = pipeline("latent-reasoning", model="path/or/org/pair", trust_remote_code=True)   # loads the tokenizer saved beside the pair
+    reason = pipeline("latent-reasoning", model="path/or/org/pair")   # loads the tokenizer saved beside the pair
     reason("n3 n7 , n3 n9 ? n9")                  # {"generated_text": "n3 n9", "num_reasoning_steps": 4}
     reason(["n3 n7 , n3 n9 ? n9", "n1 n2 ? n2"], batch_size=2, num_reasoning_steps=8)
     reason(prompt, return_latents=True)           # + "latents": the chain, num_reasoning_steps x hidden

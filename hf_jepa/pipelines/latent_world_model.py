@@ -6,7 +6,7 @@ For EPM-JEPA world models (`model_type="epm_jepa"`, any track)::
     from transformers import pipeline
     import hf_jepa  # registers the task
 
-    pipe = pipeline("latent-world-model", model="path/or/org/name", trust_remote_code=True)
+    pipe = pipeline("latent-world-model", model="path/or/org/name")
     pipe(frames)                        # {"predicted_latent": [...], "surprisal": [...], "num_frames": T}
     pipe([frames_a, frames_b])          # one dict per sequence
     pipe(frames, warm_experience=True)  # write the sequence's transitions into the experience buffer first

@@ -6,7 +6,7 @@ predicted latent against the model's class prototypes (or its supervised head)::
     from transformers import pipeline
     import hf_jepa  # registers the task
 
-    pipe = pipeline("modular-arithmetic", model="path/or/org/name", trust_remote_code=True)
+    pipe = pipeline("modular-arithmetic", model="path/or/org/name")
     pipe(image, operation=3)                  # {"digit": ..., "score": ..., "operation": 3, "source_digit": ..., ...}
     pipe([img_a, img_b], operation=[1, -2], batch_size=2)
 

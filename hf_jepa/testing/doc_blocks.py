@@ -26,7 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 LANGUAGES = ("python", "bash")
-_FENCE = re.compile(r"^(?P<indent>\s*)```(?P<lang>[\w+-]*)\s*$")
+# Other names of the two languages: a block written ```py or ```sh must not go untested; say python or bash.
+_ALIASES = ("py", "python3", "sh", "shell", "console", "zsh")
+# The info string may carry attributes after the language (```python title="x.py"): the language is its first word.
+_FENCE = re.compile(r"^(?P<indent>\s*)```(?P<lang>[\w+-]*)(?P<attributes>\s+[^`]*)?\s*$")
 _DIRECTIVE = re.compile(r"^\s*<!--\s*docs-test:\s*(?P<body>.*?)\s*-->\s*$")
 _SKIP = re.compile(r'^skip\s+reason="(?P<reason>[^"]+)"$')
 
@@ -61,7 +64,13 @@ def collect_blocks(path: Path, page: str | None = None) -> list[CodeBlock]:
         while i < len(lines) and not re.match(rf"^{re.escape(indent)}```\s*$", lines[i]):
             body.append(lines[i][len(indent) :] if lines[i].startswith(indent) else lines[i].lstrip())
             i += 1
+        if i == len(lines):  # an unclosed fence would swallow the rest of the page unseen
+            raise ValueError(f"{page}:{start + 1}: the ``` fence opened here is never closed (at this indent)")
         i += 1
+        if language.lower() in _ALIASES:
+            raise ValueError(
+                f"{page}:{start + 1}: write ```python or ```bash, not ```{language} (it would go untested)"
+            )
         if language not in LANGUAGES:
             continue
         skip = None
@@ -83,6 +92,17 @@ def block_environment() -> dict[str, str]:
     return env
 
 
+def _isolated_caches(cwd: Path) -> dict[str, str]:
+    """The Hugging Face caches (models, remote-code modules, datasets) under the page's own folder: a block sees
+    what a new user sees, and leaves nothing in the user's cache."""
+    home = Path(cwd) / ".hf-home"
+    return {
+        "HF_HOME": str(home),
+        "HF_MODULES_CACHE": str(home / "modules"),
+        "HF_DATASETS_CACHE": str(home / "datasets"),
+    }
+
+
 def run_block(block: CodeBlock, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
     """Run a block in `cwd`; returns the finished process (stdout and stderr together in `.stdout`)."""
     if block.language == "python":
@@ -92,7 +112,7 @@ def run_block(block: CodeBlock, cwd: Path, timeout: float = 600) -> subprocess.C
     return subprocess.run(
         command,
         cwd=cwd,
-        env=block_environment(),
+        env={**block_environment(), **_isolated_caches(cwd)},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
