@@ -36,7 +36,7 @@ test-reliability: $(STAMP)
 	$(OFFLINE) OMP_NUM_THREADS=1 $(PY) -m pytest -q -m reliability
 
 # time to accuracy first (research/speed/time_to_accuracy/); then research/speed/benchmarks/benchmarks.md (peak,
-# efficiency, compile, inference, scaling, bound), then the per-family ratio scripts: 10 min 8 s end to end on this 2-core machine (README "Speed").
+# efficiency, compile, inference, scaling, bound), then the per-family ratio scripts: 10 min 8 s end to end on this 2-core machine (docs/results/speed.md).
 benchmark: $(STAMP)
 	$(OFFLINE) $(PY) benchmarks/time_to_accuracy.py
 	$(OFFLINE) $(PY) benchmarks/report.py

@@ -130,7 +130,7 @@ def test_default_recipe_recovers_from_the_early_transient_on_real_mnist(mnist_pa
     100 / 200 / 400 / 800; with 500 steps in all the rise had only begun (rank 21.2 -> 25.8). This test's run
     measured rank 21.1 -> 35.5 and cosine 0.9930 -> 0.9541 (steps 100 -> 800). The linear probe is not asserted: at
     800 steps it was still below the untrained encoder's (0.645 vs 0.683 on 1,000 images); it passes it by the end of
-    the 1,600-step default (README's 3-seed table). About 6-9 minutes on one thread: marked slow (`make test-slow`)."""
+    the 1,600-step default (docs/results/t-jepa.md's 3-seed table). About 6-9 minutes on one thread: marked slow (`make test-slow`)."""
     from hf_jepa.data import MnistSplits
     from hf_jepa.recipes.i_jepa import TRAINING_DEFAULTS
 

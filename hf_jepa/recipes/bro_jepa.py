@@ -138,7 +138,7 @@ class BroJepaRecipe(Recipe):
 
 # The defaults of `hf-jepa train bro-jepa` and of every reproduction row (bf16 autocast trains ~1.7x faster on this
 # CPU, see `make benchmark`; losses, EMA and prototypes stay in fp32). With the cpu_fast preset, 600 steps at lr 4e-3
-# reach 99.0-99.1% zero-shot (2e-3: 98.9%); see `benchmarks/time_to_accuracy.py` and README "Speed".
+# reach 99.0-99.1% zero-shot (2e-3: 98.9%); see `benchmarks/time_to_accuracy.py` and docs/results/speed.md.
 TRAINING_DEFAULTS = dict(
     max_steps=600,
     per_device_batch_size=256,

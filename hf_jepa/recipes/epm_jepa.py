@@ -1,7 +1,7 @@
 """EPM-JEPA recipe: Moving-MNIST world models under a gravity shift, pretraining and the experience phase (the
 pre-registered three-track comparison built on it is in `hf_jepa.reproductions.epm_jepa`).
 
-Protocol (the same data for every track; see docs in README "EPM-JEPA"):
+Protocol (the same data for every track; see docs/families/epm-jepa.md):
 
 1. `stage="pretrain"`: a model learns the world without gravity (g = 0, MNIST train digits). The reproduction
    pretrains one vanilla base per seed and starts all three tracks from it, so they share encoder, EMA target,

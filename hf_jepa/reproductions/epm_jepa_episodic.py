@@ -12,7 +12,7 @@ Per seed: one vanilla base pretrained on g = 0 (as in the current protocol), the
 - (d) track C over `lora_ranks` x `weight_decays` (the regularisation): final D_shift beside sigma_embed.
 
 The pre-registered outcome classes (`swap_outcome`, `adaptation_outcome`, `settling_outcome`, `tradeoff_outcome`)
-are fixed here, before any number, and stated in README's EPM section.
+are fixed here, before any number, and stated in docs/results/epm-jepa.md.
 """
 
 import logging

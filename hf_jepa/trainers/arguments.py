@@ -30,7 +30,7 @@ class TrainingArguments:
         nan_policy: on a non-finite loss, `"stop"` (raise, naming the step) or `"skip"` (skip the optimiser step and
             the EMA update, restore the model's buffers, count it in the log's `skipped_steps`).
 
-    Scaling (see `sharding.py` and README "Scaling"):
+    Scaling (see `sharding.py` and docs/guides/training.md):
         gradient_checkpointing: recompute each transformer block's activations in the backward pass
             (transformers' `activation_checkpointing_enable`); refused for a model class without support.
         fsdp: `"fully_shard"` applies torch's native FSDP2 (`torch.distributed.fsdp.fully_shard`) to each of the
