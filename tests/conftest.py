@@ -112,8 +112,7 @@ def run_in_terminal(code: str, *, cwd: Path, timeout: int = 240) -> tuple[int, s
         os.kill(pid, signal.SIGKILL)
     _, status = os.waitpid(pid, 0)
     os.close(fd)
-    code_ = os.waitstatus_to_exitcode(status)
-    return code_, b"".join(chunks).decode(errors="replace")
+    return os.waitstatus_to_exitcode(status), b"".join(chunks).decode(errors="replace")
 
 
 def _skip_reason() -> str:
