@@ -94,6 +94,17 @@ def register_auto_classes() -> None:
         if name.endswith("Config"):
             serve_registered_tasks(__getattr__(name))
 
+    from transformers import PreTrainedModel
+
+    from .saving import install_folder_saving
+
+    # The modeling folders hold models only; here their save_pretrained / push_to_hub write the complete folder
+    # (card, processor or tokenizer, pipeline code, results: rules in hf_jepa/saving.py).
+    for name in _MODULE_OF:
+        exported = __getattr__(name)
+        if isinstance(exported, type) and issubclass(exported, PreTrainedModel):
+            install_folder_saving(exported)
+
     _registered = True
 
 

@@ -1,12 +1,14 @@
 """Sharing on the Hub: upload a saved model folder (weights, config, card, processors, figures, metrics).
 
-The cards themselves are rendered by `hf_jepa.cards`; this module only pushes what a training run saved, and never
-changes the folder it pushes.
+The cards themselves are rendered by `hf_jepa.cards`; this module only uploads a folder, in one commit, and never
+changes the folder it pushes. `hf-jepa push` calls `push_to_hub`; `model.push_to_hub` (`hf_jepa.saving`) saves the
+complete folder and uploads it through the same `upload_in_one_commit`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import logging
 import os
 from collections.abc import Iterator
@@ -16,10 +18,11 @@ from .cards.common import MODEL_ID_PLACEHOLDER
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_IGNORE_PATTERNS", "card_for_repo", "push_to_hub", "quiet_http_loggers"]
+__all__ = ["RUN_STATE", "card_for_repo", "folder_files", "push_to_hub", "quiet_http_loggers", "upload_in_one_commit"]
 
-# Never uploaded: Accelerate `save_state` checkpoints and tracker logs of the run.
-DEFAULT_IGNORE_PATTERNS = ["checkpoints/*", "checkpoints/**", "logs/*", "logs/**", "runs/**", ".cache/**", "*.lock"]
+# A training run's state and tool caches (Accelerate `save_state` checkpoints, tracker logs, lock files): never
+# uploaded, nor carried over by a save (`hf_jepa.saving`), at any depth.
+RUN_STATE = ("checkpoints", "logs", "runs", ".cache", ".git", ".locks", "*.lock")
 # HTTP client loggers that print one INFO line per request; quiet (WARNING) during a push unless DEBUG is on.
 HTTP_LOGGERS = ("httpx", "httpx2", "huggingface_hub")
 
@@ -47,13 +50,62 @@ def quiet_http_loggers() -> Iterator[None]:
             client_logger.setLevel(level)
 
 
-def _folder_files(folder: Path, ignore_patterns: list[str]) -> list[str]:
-    """Paths (posix, relative to `folder`) of the files to upload, as `upload_folder` picks them."""
-    from huggingface_hub.utils import DEFAULT_IGNORE_PATTERNS as HUB_IGNORE_PATTERNS
-    from huggingface_hub.utils import filter_repo_objects
+def folder_files(folder: Path) -> list[str]:
+    """Paths (posix, relative to `folder`) of the files an upload takes: all but the run state (`RUN_STATE`, at any
+    depth)."""
+    return sorted(
+        path.relative_to(folder).as_posix()
+        for path in folder.rglob("*")
+        if path.is_file()
+        and not any(fnmatch.fnmatch(part, p) for part in path.relative_to(folder).parts for p in RUN_STATE)
+    )
 
-    files = sorted(path.relative_to(folder).as_posix() for path in folder.glob("**/*") if path.is_file())
-    return list(filter_repo_objects(files, ignore_patterns=[*ignore_patterns, *HUB_IGNORE_PATTERNS]))
+
+def upload_in_one_commit(
+    folder: Path,
+    repo_id: str,
+    *,
+    card: bytes | None = None,
+    token: bool | str | None = None,
+    private: bool | None = None,
+    commit_message: str = "Upload hf-jepa model",
+    commit_description: str | None = None,
+    revision: str | None = None,
+    create_pr: bool = False,
+):
+    """Create `repo_id` if needed and upload `folder` (`folder_files`) in one commit (`huggingface_hub.create_commit`;
+    not `PreTrainedModel.push_to_hub`, which would replace README.md with a default card). README.md is `card` (by
+    default the folder's own), with `MODEL_ID_PLACEHOLDER` replaced by the repo id in memory (`card_for_repo`): the
+    folder is only read. `revision` commits to that branch (created from main when missing); `create_pr=True` opens a
+    pull request instead. Returns (the repo's `RepoUrl`, the commit's `CommitInfo`)."""
+    from huggingface_hub import CommitOperationAdd, create_branch, create_commit, create_repo
+
+    readme = folder / "README.md"
+    if card is None and readme.is_file():
+        card = readme.read_bytes()
+    with quiet_http_loggers():
+        repo_url = create_repo(repo_id, token=token, private=private, exist_ok=True, repo_type="model")
+        operations = [
+            CommitOperationAdd(path_in_repo=path, path_or_fileobj=str(folder / path))
+            for path in folder_files(folder)
+            if path != "README.md"
+        ]
+        if card is not None:
+            readme_operation = CommitOperationAdd("README.md", card_for_repo(card, repo_url.repo_id))
+            operations.insert(0, readme_operation)
+        if revision is not None and not revision.startswith("refs/pr/"):
+            create_branch(repo_url.repo_id, branch=revision, token=token, repo_type="model", exist_ok=True)
+        commit = create_commit(
+            repo_url.repo_id,
+            operations,
+            commit_message=commit_message,
+            commit_description=commit_description,
+            token=token,
+            repo_type="model",
+            revision=revision,
+            create_pr=create_pr,
+        )
+    return repo_url, commit
 
 
 def push_to_hub(
@@ -62,49 +114,26 @@ def push_to_hub(
     token: str | None = None,
     private: bool = False,
     commit_message: str = "Upload hf-jepa model",
-    ignore_patterns: list[str] | None = None,
     revision: str | None = None,
     create_pr: bool = False,
 ) -> str:
-    """Upload a saved model folder (weights, config, card, image processor, figures, metrics) to `repo_id`.
-
-    Creates the repo if needed and uploads the folder in one commit (`huggingface_hub.create_commit`; not
-    `PreTrainedModel.push_to_hub`, which would replace README.md with a default card). Accelerate checkpoints and
-    tracker logs are left out (`DEFAULT_IGNORE_PATTERNS`). The folder is only read, never written: the README.md
-    uploaded is the local one with `MODEL_ID_PLACEHOLDER` replaced by the repo id in memory (`card_for_repo`), so a
-    failed push, or a push to another repo, leaves the local card as it was. `revision` commits to that branch
-    (created from main when missing); `create_pr=True` opens a pull request (against `revision` or main) instead of
-    committing. Returns the repo URL, or the pull request's URL with `create_pr`.
-    """
-    from huggingface_hub import CommitOperationAdd, create_branch, create_commit, create_repo
-
+    """Upload a saved model folder (weights, config, card, image processor, figures, metrics) to `repo_id` in one
+    commit (`upload_in_one_commit`): Accelerate checkpoints, tracker logs and caches are left out (`RUN_STATE`), and
+    the folder is only read, so a failed push, or a push to another repo, leaves the local card as it was. Returns the
+    repo URL, or the pull request's URL with `create_pr`."""
     folder = Path(model_dir)
     if not (folder / "config.json").is_file():
         raise FileNotFoundError(f"{str(folder)!r} is not a saved model folder (no config.json)")
-    readme = folder / "README.md"
-    card = readme.read_bytes() if readme.is_file() else None
-    if card is None:
+    if not (folder / "README.md").is_file():
         logger.warning("%s has no README.md: the repo will have no model card", folder)
-    paths = _folder_files(folder, DEFAULT_IGNORE_PATTERNS if ignore_patterns is None else ignore_patterns)
-    with quiet_http_loggers():
-        repo_url = create_repo(repo_id, token=token, private=private, exist_ok=True, repo_type="model")
-        operations = [  # README.md as read above, patched in memory
-            CommitOperationAdd(
-                path_in_repo=p,
-                path_or_fileobj=card_for_repo(card, repo_url.repo_id) if p == "README.md" else str(folder / p),
-            )
-            for p in paths
-        ]
-        if revision is not None and not revision.startswith("refs/pr/"):
-            create_branch(repo_url.repo_id, branch=revision, token=token, repo_type="model", exist_ok=True)
-        commit = create_commit(
-            repo_url.repo_id,
-            operations,
-            commit_message=commit_message,
-            token=token,
-            repo_type="model",
-            revision=revision,
-            create_pr=create_pr,
-        )
+    repo_url, commit = upload_in_one_commit(
+        folder,
+        repo_id,
+        token=token,
+        private=private,
+        commit_message=commit_message,
+        revision=revision,
+        create_pr=create_pr,
+    )
     logger.info("Uploaded %s to %s (%s)", folder, repo_url.repo_id, commit.pr_url or commit.commit_url)
     return str(commit.pr_url) if create_pr and commit.pr_url else str(repo_url)

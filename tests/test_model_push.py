@@ -1,7 +1,8 @@
-"""`model.save_pretrained` and `model.push_to_hub` of every family write the complete folder (JepaHubMixin in each
-modeling folder): card, tokenizer or image processor, pipeline code with `custom_pipelines`, eval results, decoding
-defaults - while the weights are the source's; a derived card and no results once they changed; the loopback Hub gets
-our card, never transformers' default one, and the pushed repo runs its pipelines without hf_jepa."""
+"""`model.save_pretrained` and `model.push_to_hub` of every family write the complete folder where hf_jepa is
+installed (hf_jepa.saving, installed on the exported classes at import): card, tokenizer or image processor, pipeline
+code with `custom_pipelines`, eval results, decoding defaults - while the weights are the source's; a derived card and
+no results once they changed; the loopback Hub gets our card, never transformers' default one, and the pushed repo
+runs its pipelines without hf_jepa, where the remote-code model saves like any remote-code model."""
 
 import json
 import logging
@@ -91,11 +92,34 @@ def _same_weights(first: Path, second: Path) -> bool:
     return one.keys() == two.keys() and all(one[k].dtype == two[k].dtype and torch.equal(one[k], two[k]) for k in one)
 
 
-def test_the_copies_know_the_cards_placeholder():
-    from hf_jepa import BroJepaModel, CoconutLM, EpmJepaModel, IJepaModel, JepaReasonerWithTalker, TJepaModel
+def test_every_exported_model_saves_the_complete_folder_and_keeps_strict_loading(trained, tmp_path):
+    """The policy is installed on every exported model class; their own strict from_pretrained still runs under it,
+    and the explicit `save_folder` does what `save_pretrained` does."""
+    from transformers import PreTrainedModel
 
-    for model_class in (BroJepaModel, EpmJepaModel, IJepaModel, TJepaModel, JepaReasonerWithTalker, CoconutLM):
-        assert model_class._card_model_id_placeholder == MODEL_ID_PLACEHOLDER, model_class
+    import hf_jepa
+    from hf_jepa.saving import push_folder, save_folder
+
+    exported = [getattr(hf_jepa, name) for name in hf_jepa.__all__ if name[0].isupper()]
+    models = [value for value in exported if isinstance(value, type) and issubclass(value, PreTrainedModel)]
+    assert len(models) == 10  # 4 families' models, the reasoner, 2 Talkers, the pair, 2 coupled baselines
+    for model_class in models:
+        assert model_class.save_pretrained is save_folder and model_class.push_to_hub is push_folder, model_class
+    folder = trained["bro-jepa"][0]
+    broken = tmp_path / "broken"
+    shutil.copytree(folder, broken)
+    tensors = _tensors(broken / "model.safetensors")
+    from safetensors.torch import save_file
+
+    save_file({k: v for k, v in tensors.items() if k != sorted(tensors)[0]}, broken / "model.safetensors")
+    with pytest.raises(Exception, match="(?i)missing"):
+        AutoModel.from_pretrained(broken)
+    save_folder(AutoModel.from_pretrained(folder), tmp_path / "explicit")
+    source, explicit = _files(folder), _files(tmp_path / "explicit")
+    assert sorted(explicit) == sorted(source) and all(
+        explicit[p] == source[p] for p in set(source) - WEIGHTS_AND_CONFIG
+    )
+    assert _same_weights(folder, tmp_path / "explicit")
 
 
 @pytest.mark.parametrize("name", sorted(STANDARD_TASK))
@@ -172,12 +196,12 @@ pixels[7:14, 9:21] = 200
 image = Image.fromarray(pixels, mode="L").convert("RGB")
 features = pipeline("image-feature-extraction", model="org/bro", trust_remote_code=True)
 custom = pipeline("modular-arithmetic", model="org/bro", trust_remote_code=True)
-# the remote code's own save_pretrained (JepaHubMixin copied beside the modeling file) writes the complete folder
+# without hf_jepa the remote-code model saves like any remote-code model: weights, config and its code
 model = AutoModel.from_pretrained("org/bro", trust_remote_code=True)
 model.save_pretrained("resaved")
 resaved = sorted(p.relative_to("resaved").as_posix() for p in Path("resaved").rglob("*") if p.is_file())
 print(json.dumps({"features": features(image), "custom": type(custom).__module__, "model": type(model).__module__,
-                  "resaved": resaved, "card": open("resaved/README.md").read()}))
+                  "resaved": resaved}))
 """
 
 
@@ -216,4 +240,5 @@ def test_push_to_hub_uploads_the_complete_folder(trained, hub, tmp_path):
     np.testing.assert_allclose(np.asarray(remote["features"]), np.asarray(local), rtol=1e-5, atol=1e-6)
     assert remote["custom"].startswith("transformers_modules."), remote["custom"]
     assert remote["model"].startswith("transformers_modules."), remote["model"]
-    assert remote["resaved"] == sorted(source) and remote["card"] == card.decode()
+    model_code = {"configuration_bro_jepa.py", "modeling_bro_jepa.py"}
+    assert set(remote["resaved"]) == WEIGHTS_AND_CONFIG | model_code, remote["resaved"]

@@ -459,7 +459,7 @@ class JepaTrainer:
         # No "run the custom code?" question from the video-processor lookup of every pipeline (see the function).
         declare_image_processor_in_config(output_dir, model.config)
         # The returned model's own save_pretrained / push_to_hub now carry this folder's card, processor or tokenizer,
-        # pipeline code and results (the modeling folders' JepaHubMixin reads them from `name_or_path`).
+        # pipeline code and results (hf_jepa.saving reads them from `name_or_path`).
         model.name_or_path = model.config.name_or_path = str(output_dir.resolve())
         logger.info("Saved model, metrics and card to %s", output_dir)
 

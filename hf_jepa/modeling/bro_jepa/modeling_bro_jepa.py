@@ -21,7 +21,6 @@ from transformers.modeling_outputs import BaseModelOutputWithPooling
 from transformers.utils import ModelOutput
 
 from .configuration_bro_jepa import BroJepaConfig
-from .hub_mixin_bro_jepa import JepaHubMixin
 
 
 @dataclass
@@ -295,7 +294,7 @@ def latent_prediction_loss(prediction: torch.Tensor, target: torch.Tensor, loss_
 # -------------------------------------------------------------------------------------------------------------- model
 
 
-class BroJepaPreTrainedModel(JepaHubMixin, PreTrainedModel):
+class BroJepaPreTrainedModel(PreTrainedModel):
     config: BroJepaConfig
     config_class = BroJepaConfig
     base_model_prefix = "bro_jepa"

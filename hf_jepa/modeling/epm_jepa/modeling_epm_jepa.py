@@ -33,7 +33,6 @@ from transformers.modeling_outputs import BaseModelOutputWithPooling
 from transformers.utils import ModelOutput
 
 from .configuration_epm_jepa import EpmJepaConfig
-from .hub_mixin_epm_jepa import JepaHubMixin
 
 ADAPTER_NAME = "experience"
 ADAPTER_CONFIG_NAME = "adapter_config.json"
@@ -414,7 +413,7 @@ def embedding_spread(latents: torch.Tensor) -> torch.Tensor:
 # -------------------------------------------------------------------------------------------------------------- model
 
 
-class EpmJepaPreTrainedModel(JepaHubMixin, PreTrainedModel):
+class EpmJepaPreTrainedModel(PreTrainedModel):
     config: EpmJepaConfig
     config_class = EpmJepaConfig
     base_model_prefix = "epm_jepa"

@@ -43,7 +43,6 @@ from transformers.models.vit.modeling_vit import ViTLayer, ViTPatchEmbeddings
 from transformers.utils import ModelOutput
 
 from .configuration_i_jepa import IJepaConfig
-from .hub_mixin_i_jepa import JepaHubMixin
 
 
 @dataclass
@@ -270,7 +269,7 @@ class IJepaPredictor(nn.Module):
 # -------------------------------------------------------------------------------------------------------- model
 
 
-class IJepaPreTrainedModel(JepaHubMixin, PreTrainedModel):
+class IJepaPreTrainedModel(PreTrainedModel):
     config: IJepaConfig
     config_class = IJepaConfig
     base_model_prefix = "i_jepa"

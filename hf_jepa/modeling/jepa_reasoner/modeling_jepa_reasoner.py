@@ -52,7 +52,6 @@ from .configuration_jepa_reasoner import (
     JepaTalkerConfig,
     MonoTalkerConfig,
 )
-from .hub_mixin_jepa_reasoner import JepaHubMixin
 
 # ------------------------------------------------------------------------------------------------------- norms
 
@@ -475,7 +474,7 @@ def seed_auto_map(model: PreTrainedModel, *auto_classes: str):
     model.config.auto_map = auto_map
 
 
-class JepaPreTrainedBase(JepaHubMixin, PreTrainedModel):
+class JepaPreTrainedBase(PreTrainedModel):
     """Weight init shared by the family, EMA-target housekeeping (`ema_pairs()` is empty unless the model has an EMA
     target) and strict loading (`from_pretrained(..., strict=True)` raises `ValueError` on missing, unexpected or
     mis-shaped weights, and re-freezes the EMA targets)."""

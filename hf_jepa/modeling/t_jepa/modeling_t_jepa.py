@@ -30,7 +30,6 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.utils import ModelOutput
 
 from .configuration_t_jepa import TJepaConfig
-from .hub_mixin_t_jepa import JepaHubMixin
 
 
 @dataclass
@@ -285,7 +284,7 @@ def _batch_statistics(module: nn.Module):
 # -------------------------------------------------------------------------------------------------------- model
 
 
-class TJepaPreTrainedModel(JepaHubMixin, PreTrainedModel):
+class TJepaPreTrainedModel(PreTrainedModel):
     config: TJepaConfig
     config_class = TJepaConfig
     base_model_prefix = "t_jepa"
