@@ -19,13 +19,11 @@ This file imports only numpy, torch, PIL, transformers and `.base` (no `hf_jepa`
 copies both next to the weights so `pipeline(model=dir, trust_remote_code=True)` works where hf_jepa is not installed.
 """
 
-import collections.abc
-
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .base import JepaPipeline, is_array, is_pil_image
+from .base import JepaPipeline, array_to_tensor, check_flag, eval_mode, is_array, is_pil_image, pixels_to_unit_float
 
 __all__ = ["JepaFeatureExtractionPipeline"]
 
@@ -103,20 +101,12 @@ class JepaFeatureExtractionPipeline(JepaPipeline):
     def _sanitize_parameters(self, truncation=None, use_target_encoder=None, return_tensors=None, **kwargs):
         preprocess_params, forward_params, postprocess_params = {}, {}, {}
         if truncation is not None:
-            preprocess_params["truncation"] = self._check_flag(truncation, "truncation")
+            preprocess_params["truncation"] = check_flag(truncation, "truncation")
         if use_target_encoder is not None:
-            forward_params["use_target_encoder"] = self._check_flag(use_target_encoder, "use_target_encoder")
+            forward_params["use_target_encoder"] = check_flag(use_target_encoder, "use_target_encoder")
         if return_tensors is not None:
-            postprocess_params["return_tensors"] = self._check_flag(return_tensors, "return_tensors")
+            postprocess_params["return_tensors"] = check_flag(return_tensors, "return_tensors")
         return preprocess_params, forward_params, postprocess_params
-
-    @staticmethod
-    def _check_flag(value, name: str) -> bool:
-        if isinstance(value, np.bool_):
-            value = bool(value)
-        if not isinstance(value, bool):
-            raise TypeError(f"{name} must be True or False, got {value!r}")
-        return value
 
     def __call__(self, inputs=None, **kwargs):
         """Embed one input or a list of inputs; see the class docstring."""
@@ -124,7 +114,7 @@ class JepaFeatureExtractionPipeline(JepaPipeline):
             raise ValueError("inputs: pass a text or an image (or a list of them) as the first argument")
         truncation = kwargs.get("truncation")
         truncation = (
-            self._check_flag(truncation, "truncation")
+            check_flag(truncation, "truncation")
             if truncation is not None
             else self._preprocess_params.get("truncation", False)
         )
@@ -190,7 +180,7 @@ class JepaFeatureExtractionPipeline(JepaPipeline):
             array = np.array(image if image.mode == mode else image.convert(mode))
             tensor = torch.from_numpy(array)
         elif isinstance(image, np.ndarray):
-            tensor = self._numpy_to_tensor(image, where)
+            tensor = array_to_tensor(image, where, "images")
         elif isinstance(image, torch.Tensor):
             tensor = image.detach().cpu()
         else:
@@ -198,7 +188,7 @@ class JepaFeatureExtractionPipeline(JepaPipeline):
                 f"{where}: an image must be a PIL image, or a numpy array / torch tensor (H, W), (C, H, W) or "
                 f"(H, W, C); got {type(image).__name__}"
             )
-        tensor = self._to_unit_float(tensor, where)
+        tensor = pixels_to_unit_float(tensor, where, "images", holds="the image holds")
         shape = tuple(tensor.shape)
         if tensor.ndim == 2:
             tensor = tensor[None].expand(channels, -1, -1)  # grey -> every channel
@@ -222,41 +212,10 @@ class JepaFeatureExtractionPipeline(JepaPipeline):
             pixel_values = pixel_values.to(self.dtype)
         return {"pixel_values": pixel_values}
 
-    @staticmethod
-    def _numpy_to_tensor(array: np.ndarray, where: str) -> torch.Tensor:
-        kind = array.dtype
-        if kind != np.bool_ and not np.issubdtype(kind, np.integer) and not np.issubdtype(kind, np.floating):
-            raise TypeError(f"{where}: images must hold uint8 pixels (0..255) or floats in [0, 1], got {array.dtype}")
-        if np.issubdtype(kind, np.integer) and kind != np.uint8:
-            if array.size and (array.min() < 0 or array.max() > 255):
-                raise ValueError(f"{where}: integer images must hold pixels in 0..255")
-            array = array.astype(np.uint8)
-        return torch.from_numpy(np.array(array, copy=True))
-
-    @staticmethod
-    def _to_unit_float(tensor: torch.Tensor, where: str) -> torch.Tensor:
-        if tensor.dtype == torch.bool:
-            raise TypeError(f"{where}: boolean images are ambiguous: pass uint8 pixels (0..255) or floats in [0, 1]")
-        if tensor.is_complex():
-            raise TypeError(f"{where}: complex images are not supported")
-        if not tensor.is_floating_point():
-            if tensor.dtype != torch.uint8:
-                tensor = tensor.to(torch.int64)
-            if tensor.numel() and (int(tensor.min()) < 0 or int(tensor.max()) > 255):
-                raise ValueError(f"{where}: integer images must hold pixels in 0..255")
-            return tensor.to(torch.float32) / 255.0
-        tensor = tensor.to(torch.float32)
-        if tensor.numel() and not torch.isfinite(tensor).all():
-            count = int((~torch.isfinite(tensor)).sum())
-            raise ValueError(f"{where}: the image holds {count} NaN or inf value(s); pixels must be finite, in [0, 1]")
-        if tensor.numel() and (tensor.min() < 0 or tensor.max() > 1):
-            raise ValueError(f"{where}: floating-point images must hold pixels in [0, 1] (use uint8 for 0..255)")
-        return tensor
-
     # ------------------------------------------------------------------ batching
 
     def _collate(self, items: list[dict]) -> dict:
-        """Right-pad token ids (pad id, attention 0) or stack images."""
+        """Right-pad token ids (pad id, attention 0) or stack images (the batches of `JepaPipeline.get_iterator`)."""
         if "pixel_values" in items[0]:
             return {"pixel_values": torch.cat([item["pixel_values"] for item in items])}
         pad_id = getattr(self.tokenizer, "pad_token_id", None)
@@ -270,25 +229,6 @@ class JepaFeatureExtractionPipeline(JepaPipeline):
             attention_mask[row, :n] = item["attention_mask"][0]
         return {"input_ids": input_ids, "attention_mask": attention_mask}
 
-    def get_iterator(self, inputs, num_workers, batch_size, preprocess_params, forward_params, postprocess_params):
-        """`Pipeline.get_iterator` with this pipeline's own collate function, so that batches work for text and
-        images without transformers' tokenizer / image-processor padding."""
-        if batch_size == 1:
-            return super().get_iterator(
-                inputs, num_workers, batch_size, preprocess_params, forward_params, postprocess_params
-            )
-        from torch.utils.data import DataLoader
-        from transformers.pipelines.pt_utils import PipelineDataset, PipelineIterator
-
-        if isinstance(inputs, collections.abc.Sized):
-            dataset = PipelineDataset(inputs, self.preprocess, preprocess_params)
-        else:
-            dataset = PipelineIterator(inputs, self.preprocess, preprocess_params)
-            num_workers = min(num_workers, 1)
-        loader = DataLoader(dataset, num_workers=num_workers, batch_size=batch_size, collate_fn=self._collate)
-        model_iterator = PipelineIterator(loader, self.forward, forward_params, loader_batch_size=batch_size)
-        return PipelineIterator(model_iterator, self.postprocess, postprocess_params)
-
     # ------------------------------------------------------------------ pipeline steps
 
     def preprocess(self, inputs, truncation=False):
@@ -297,18 +237,13 @@ class JepaFeatureExtractionPipeline(JepaPipeline):
         return self._prepare(inputs, "inputs", truncation)
 
     def _forward(self, model_inputs, use_target_encoder=True):
-        model = self.model
-        was_training = model.training
-        model.eval()
-        try:
+        with eval_mode(self.model) as model:
             if "pixel_values" in model_inputs:
                 embeddings = model.embed(model_inputs["pixel_values"], use_target_encoder=use_target_encoder)
             else:
                 embeddings = model.embed(
                     model_inputs["input_ids"], model_inputs["attention_mask"], use_target_encoder=use_target_encoder
                 )
-        finally:
-            model.train(was_training)
         return {"embeddings": embeddings}  # (batch, hidden): per-sample, so batches split back into results
 
     def postprocess(self, model_outputs, return_tensors=False):

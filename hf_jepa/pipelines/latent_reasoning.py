@@ -23,7 +23,7 @@ import numbers
 
 import torch
 
-from .base import JepaPipeline
+from .base import JepaPipeline, check_flag, eval_mode
 
 __all__ = ["LatentReasoningPipeline"]
 
@@ -73,12 +73,6 @@ def _check_int(value, name: str, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
     return int(value)
-
-
-def _check_flag(value, name: str) -> bool:
-    if not isinstance(value, bool):
-        raise ValueError(f"{name} must be True or False, got {value!r}")
-    return value
 
 
 class LatentReasoningPipeline(JepaPipeline):
@@ -190,9 +184,9 @@ class LatentReasoningPipeline(JepaPipeline):
         if seed is not None:
             forward_params["seed"] = _check_int(seed, "seed", 0)
         if return_latents is not None:
-            postprocess_params["return_latents"] = _check_flag(return_latents, "return_latents")
+            postprocess_params["return_latents"] = check_flag(return_latents, "return_latents")
         if return_tensors is not None:
-            postprocess_params["return_tensors"] = _check_flag(return_tensors, "return_tensors")
+            postprocess_params["return_tensors"] = check_flag(return_tensors, "return_tensors")
 
         generation = {}
         if generate_kwargs is not None:
@@ -209,7 +203,7 @@ class LatentReasoningPipeline(JepaPipeline):
         if generation.get("min_new_tokens") is not None:
             generation["min_new_tokens"] = _check_int(generation["min_new_tokens"], "min_new_tokens", 0)
         if generation.get("do_sample") is not None:
-            _check_flag(generation["do_sample"], "do_sample")
+            generation["do_sample"] = check_flag(generation["do_sample"], "do_sample")
         if generation:
             forward_params["generate_kwargs"] = generation
             if generation.get("max_new_tokens") is not None:
@@ -307,7 +301,8 @@ class LatentReasoningPipeline(JepaPipeline):
         return int(self.model.config.reasoner_config.pad_token_id if pad is None else pad)
 
     def _collate(self, items: list[dict]) -> dict:
-        """Left-pad the prompts (pad id, mask 0): the reasoner reads the last prompt token at a fixed position."""
+        """Left-pad the prompts (pad id, mask 0): the reasoner reads the last prompt token at a fixed position
+        (transformers' collate pads on the tokenizer's side); the batches of `JepaPipeline.get_iterator`."""
         length = max(item["prompt_ids"].shape[1] for item in items)
         prompt_ids = torch.full((len(items), length), self._pad_id(), dtype=torch.long)
         prompt_mask = torch.zeros((len(items), length), dtype=torch.long)
@@ -316,24 +311,6 @@ class LatentReasoningPipeline(JepaPipeline):
             prompt_ids[row, length - n :] = item["prompt_ids"][0]
             prompt_mask[row, length - n :] = item["prompt_mask"][0]
         return {"prompt_ids": prompt_ids, "prompt_mask": prompt_mask}
-
-    def get_iterator(self, inputs, num_workers, batch_size, preprocess_params, forward_params, postprocess_params):
-        """`Pipeline.get_iterator` with left padding (transformers' collate pads on the tokenizer's side)."""
-        if batch_size == 1:
-            return super().get_iterator(
-                inputs, num_workers, batch_size, preprocess_params, forward_params, postprocess_params
-            )
-        from torch.utils.data import DataLoader
-        from transformers.pipelines.pt_utils import PipelineDataset, PipelineIterator
-
-        if isinstance(inputs, collections.abc.Sized):
-            dataset = PipelineDataset(inputs, self.preprocess, preprocess_params)
-        else:
-            dataset = PipelineIterator(inputs, self.preprocess, preprocess_params)
-            num_workers = min(num_workers, 1)
-        loader = DataLoader(dataset, num_workers=num_workers, batch_size=batch_size, collate_fn=self._collate)
-        model_iterator = PipelineIterator(loader, self.forward, forward_params, loader_batch_size=batch_size)
-        return PipelineIterator(model_iterator, self.postprocess, postprocess_params)
 
     # ------------------------------------------------------------------ pipeline steps
 
@@ -358,22 +335,17 @@ class LatentReasoningPipeline(JepaPipeline):
             generator = torch.Generator(device=prompt_ids.device).manual_seed(seed)
         devices = [prompt_ids.device] if prompt_ids.device.type == "cuda" else []
         rng = torch.random.fork_rng(devices=devices) if seed is not None else contextlib.nullcontext()
-        was_training = model.training
-        model.eval()
-        try:
-            with rng:
-                if seed is not None:
-                    torch.manual_seed(seed)
-                tokens, chain = model.generate(
-                    prompt_ids,
-                    prompt_mask,
-                    num_reasoning_steps=steps,
-                    latent_noise_std=latent_noise_std,
-                    generator=generator,
-                    **generation,
-                )
-        finally:
-            model.train(was_training)
+        with eval_mode(model), rng:
+            if seed is not None:
+                torch.manual_seed(seed)
+            tokens, chain = model.generate(
+                prompt_ids,
+                prompt_mask,
+                num_reasoning_steps=steps,
+                latent_noise_std=latent_noise_std,
+                generator=generator,
+                **generation,
+            )
         return {"tokens": tokens, "latents": chain}  # (batch, ...): per-sample, so batches split back into results
 
     def postprocess(self, model_outputs, return_latents=False, return_tensors=False):

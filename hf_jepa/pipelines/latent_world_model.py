@@ -18,7 +18,7 @@ copies both next to the weights so `pipeline(model=dir, trust_remote_code=True)`
 import numpy as np
 import torch
 
-from .base import JepaPipeline, is_array, is_pil_image
+from .base import JepaPipeline, array_to_tensor, check_flag, eval_mode, is_array, is_pil_image, pixels_to_unit_float
 
 __all__ = ["LatentWorldModelPipeline"]
 
@@ -28,20 +28,6 @@ MODEL_TYPE = "epm_jepa"
 def _is_frame(value) -> bool:
     """A single frame inside a list: a PIL image or a 2-D array / tensor `(H, W)`."""
     return is_pil_image(value) or (is_array(value) and value.ndim == 2)
-
-
-def _numpy_to_tensor(array: np.ndarray, where: str) -> torch.Tensor:
-    """A tensor sharing the array's memory when possible (a copy when it is read-only or not contiguous). Integer
-    arrays other than uint8 are range-checked and converted to uint8 here (torch lacks ops for some of them)."""
-    kind = array.dtype
-    if kind != np.bool_ and not np.issubdtype(kind, np.integer) and not np.issubdtype(kind, np.floating):
-        raise TypeError(f"{where}: frames must hold uint8 pixels (0..255) or floats in [0, 1], got dtype {array.dtype}")
-    if np.issubdtype(array.dtype, np.integer) and array.dtype != np.uint8:
-        if array.size and (array.min() < 0 or array.max() > 255):
-            raise ValueError(f"{where}: integer frames must hold pixels in 0..255")
-        array = array.astype(np.uint8)
-    array = np.ascontiguousarray(array)
-    return torch.from_numpy(array if array.flags.writeable else array.copy())
 
 
 class LatentWorldModelPipeline(JepaPipeline):
@@ -103,16 +89,8 @@ class LatentWorldModelPipeline(JepaPipeline):
     def _has_buffer(self) -> bool:
         return getattr(self.model, "experience_buffer", None) is not None
 
-    @staticmethod
-    def _check_flag(value, name: str) -> bool:
-        if isinstance(value, np.bool_):
-            value = bool(value)
-        if not isinstance(value, bool):
-            raise TypeError(f"{name} must be True or False, got {value!r}")
-        return value
-
     def _check_warm(self, warm_experience) -> bool:
-        warm_experience = self._check_flag(warm_experience, "warm_experience")
+        warm_experience = check_flag(warm_experience, "warm_experience")
         if warm_experience and not self._has_buffer():
             track = getattr(self.model.config, "track", None)
             raise ValueError(
@@ -128,7 +106,7 @@ class LatentWorldModelPipeline(JepaPipeline):
             preprocess_params["warm_experience"] = warm_experience
             forward_params["warm_experience"] = warm_experience
         if return_tensors is not None:
-            postprocess_params["return_tensors"] = self._check_flag(return_tensors, "return_tensors")
+            postprocess_params["return_tensors"] = check_flag(return_tensors, "return_tensors")
         return preprocess_params, forward_params, postprocess_params
 
     def __call__(self, inputs=None, **kwargs):
@@ -188,13 +166,23 @@ class LatentWorldModelPipeline(JepaPipeline):
                 raise TypeError(f"{where}: mix of integer (0..255) and floating-point ([0, 1]) frames")
             tensor = torch.stack(frames)
         elif is_array(sequence):
-            tensor = _numpy_to_tensor(sequence, where) if isinstance(sequence, np.ndarray) else sequence.detach().cpu()
+            tensor = (
+                array_to_tensor(sequence, where, "frames")
+                if isinstance(sequence, np.ndarray)
+                else sequence.detach().cpu()
+            )
         else:
             raise TypeError(
                 f"{where}: a sequence must be a numpy array or torch tensor (T, H, W) / (T, C, H, W) / (T, H, W, C), "
                 f"or a list of PIL images or (H, W) arrays; got {type(sequence).__name__}"
             )
-        tensor = self._to_float(tensor, where)
+        tensor = pixels_to_unit_float(
+            tensor,
+            where,
+            "frames",
+            holds="the frames hold",
+            note=" (nothing was run and the experience buffer is unchanged)",
+        )
         shape = tuple(tensor.shape)
         expected = f"(T, {size}, {size})" + (" or " if channels == 1 else "") + f"(T, {channels}, {size}, {size})"
         if tensor.ndim == 3 and channels == 1:
@@ -227,31 +215,8 @@ class LatentWorldModelPipeline(JepaPipeline):
             tensor = torch.from_numpy(array)
             return tensor if tensor.ndim == 2 else tensor.permute(2, 0, 1)
         if isinstance(frame, np.ndarray):
-            return _numpy_to_tensor(frame, where)
+            return array_to_tensor(frame, where, "frames")
         return frame.detach().cpu()
-
-    @staticmethod
-    def _to_float(tensor: torch.Tensor, where: str) -> torch.Tensor:
-        if tensor.dtype == torch.bool:
-            raise TypeError(f"{where}: boolean frames are ambiguous: pass uint8 pixels (0..255) or floats in [0, 1]")
-        if tensor.is_complex():
-            raise TypeError(f"{where}: complex frames are not supported")
-        if not tensor.is_floating_point():
-            if tensor.dtype != torch.uint8:  # torch has no min/max for some unsigned types
-                tensor = tensor.to(torch.int64)
-            if tensor.numel() and (int(tensor.min()) < 0 or int(tensor.max()) > 255):
-                raise ValueError(f"{where}: integer frames must hold pixels in 0..255")
-            return tensor.to(torch.float32) / 255.0
-        tensor = tensor.to(torch.float32)
-        if tensor.numel() and not torch.isfinite(tensor).all():
-            count = int((~torch.isfinite(tensor)).sum())
-            raise ValueError(
-                f"{where}: the frames hold {count} NaN or inf value(s); pixels must be finite, in [0, 1] (nothing was "
-                "run and the experience buffer is unchanged)"
-            )
-        if tensor.numel() and (tensor.min() < 0 or tensor.max() > 1):
-            raise ValueError(f"{where}: floating-point frames must hold pixels in [0, 1] (use uint8 for 0..255 pixels)")
-        return tensor
 
     # ------------------------------------------------------------------ pipeline steps
 
@@ -262,11 +227,8 @@ class LatentWorldModelPipeline(JepaPipeline):
         return {"pixel_values": pixel_values}
 
     def _forward(self, model_inputs, warm_experience=False):
-        model = self.model
         pixel_values = model_inputs["pixel_values"]
-        was_training = model.training
-        model.eval()
-        try:
+        with eval_mode(self.model) as model:
             if warm_experience:
                 model.warm_experience(pixel_values, gated=False)
             predicted_latent = model.predict_next_latent(pixel_values)
@@ -275,8 +237,6 @@ class LatentWorldModelPipeline(JepaPipeline):
                 surprisal = output.surprisal
             else:
                 surprisal = predicted_latent.new_zeros((pixel_values.shape[0], 0), dtype=torch.float32)
-        finally:
-            model.train(was_training)
         # Per-sample tensors only, so outputs can be split back into single results.
         num_frames = torch.full((pixel_values.shape[0],), pixel_values.shape[1], dtype=torch.long)
         return {"predicted_latent": predicted_latent, "surprisal": surprisal, "num_frames": num_frames}

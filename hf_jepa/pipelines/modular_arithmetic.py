@@ -20,7 +20,7 @@ import os
 import numpy as np
 import torch
 
-from .base import JepaPipeline
+from .base import JepaPipeline, check_flag, eval_mode
 
 __all__ = ["ModularArithmeticPipeline"]
 
@@ -107,18 +107,10 @@ class ModularArithmeticPipeline(JepaPipeline):
         if operation is not None:
             preprocess_params["operation"] = operation
         if rollout is not None:
-            forward_params["rollout"] = self._check_flag(rollout, "rollout")
+            forward_params["rollout"] = check_flag(rollout, "rollout")
         if return_tensors is not None:
-            postprocess_params["return_tensors"] = self._check_flag(return_tensors, "return_tensors")
+            postprocess_params["return_tensors"] = check_flag(return_tensors, "return_tensors")
         return preprocess_params, forward_params, postprocess_params
-
-    @staticmethod
-    def _check_flag(value, name: str) -> bool:
-        if isinstance(value, np.bool_):
-            value = bool(value)
-        if not isinstance(value, bool):
-            raise TypeError(f"{name} must be True or False, got {value!r}")
-        return value
 
     @property
     def modulus(self) -> int:
@@ -263,11 +255,8 @@ class ModularArithmeticPipeline(JepaPipeline):
         return {"pixel_values": pixel_values, "operation": torch.tensor([operation], dtype=torch.long)}
 
     def _forward(self, model_inputs, rollout=False):
-        model = self.model
-        was_training = model.training
-        if was_training:  # BatchNorm must use its running statistics (a batch can hold a single image)
-            model.eval()
-        try:
+        # Eval mode: BatchNorm must use its running statistics (a batch can hold a single image).
+        with eval_mode(self.model) as model:
             pixel_values, operations = model_inputs["pixel_values"], model_inputs["operation"]
             context_latent = model.encode(pixel_values)
             if rollout:
@@ -279,9 +268,6 @@ class ModularArithmeticPipeline(JepaPipeline):
                 self._check_ready()
                 raise RuntimeError("the model returned no class logits")
             source_logits = model.class_logits(model.predict(context_latent, torch.zeros_like(operations)))
-        finally:
-            if was_training:
-                model.train()
         # Per-sample tensors only, so batches can be split back into single results.
         return {
             "logits": logits,
