@@ -3,7 +3,6 @@ completion with robustness curves, GSM8K-format arithmetic), the decoupled reaso
 transformer and COCONUT."""
 
 import logging
-import math
 import time
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from ..recipes.jepa_reasoner import (
     JepaReasonerRecipe,
     TalkerRecipe,
 )
+from .formatting import percent
 from .jepa_reasoner_curves import CURVE_DEFAULTS, reproduce_curves
 from .jepa_reasoner_gsm8k import GSM8K_DEFAULTS, reproduce_gsm8k
 from .jepa_reasoner_robustness import ROBUSTNESS_SEEDS, check_robustness_options, reproduce_robustness, train_stage
@@ -48,8 +48,8 @@ REPRODUCTION_STEPS = {
     "cfg": {"reasoner": 500, "talker": 400, "coupled": 500, "coconut": 200},
     "arithmetic": {"reasoner": 250, "talker": 200, "coupled": 250},
 }
-# Task settings of the reproduction: arithmetic problems keep 1-2 operations (answers <= ~70 tokens) and 8000 training
-# problems, because every Talker training example needs a free-running latent chain as long as its answer.
+# Task settings of the reproduction: arithmetic problems keep 1-2 operations (short answers) and 8000 training problems,
+# because every Talker training example needs a free-running latent chain as long as its answer.
 REPRODUCTION_DATA = {
     "tree_search": {},
     "cfg": {},
@@ -298,10 +298,6 @@ def reproduce_jepa_reasoner(
     return result
 
 
-def _pct(value) -> str:
-    return f"{100 * value:.1f}%" if isinstance(value, (int, float)) and math.isfinite(value) else "n/a"
-
-
 def format_jepa_reasoner_tables(results: dict[str, Any]) -> str:
     """Markdown tables of a `reproduce_jepa_reasoner` summary."""
     tasks = results.get("tasks", {})
@@ -317,16 +313,16 @@ def format_jepa_reasoner_tables(results: dict[str, Any]) -> str:
         "|---|---:|---:|---:|---:|",
     ]
     paper = {
-        "tree_search": _pct(PAPER["tree_search_accuracy"]),
+        "tree_search": percent(PAPER["tree_search_accuracy"]),
         "cfg": "more robust than both",
-        "arithmetic": f"GSM8K 8-shot {_pct(PAPER['gsm8k_8shot'])} vs {_pct(PAPER['gsm8k_8shot_coupled'])}",
+        "arithmetic": f"GSM8K 8-shot {percent(PAPER['gsm8k_8shot'])} vs {percent(PAPER['gsm8k_8shot_coupled'])}",
     }
     for task, row in tasks.items():
         ours = row.get("jepa_reasoner", {})
         lines.append(
-            f"| {labels.get(task, task)} | {_pct(ours.get('accuracy'))} ({ours.get('talker', '')}) | "
-            f"{_pct(row.get('coupled', {}).get('accuracy'))} | "
-            f"{_pct(row['coconut']['accuracy']) if 'coconut' in row else '-'} | {paper.get(task, '')} |"
+            f"| {labels.get(task, task)} | {percent(ours.get('accuracy'))} ({ours.get('talker', '')}) | "
+            f"{percent(row.get('coupled', {}).get('accuracy'))} | "
+            f"{percent(row['coconut']['accuracy']) if 'coconut' in row else '-'} | {paper.get(task, '')} |"
         )
     lines += [
         "",
@@ -354,5 +350,5 @@ def format_jepa_reasoner_tables(results: dict[str, Any]) -> str:
             ]
             for name, curves in robustness.items():
                 values = {float(k): v for k, v in curves[kind].items()}
-                lines.append(f"| {name} | " + " | ".join(_pct(values.get(x)) for x in levels) + " |")
+                lines.append(f"| {name} | " + " | ".join(percent(values.get(x)) for x in levels) + " |")
     return "\n".join(lines)

@@ -46,6 +46,7 @@ from ..recipes.jepa_reasoner import (
     talker_training_chains,
 )
 from ..trainers import build_optimizer, ema_update_, seeded_generator
+from .formatting import percent
 from .result import ReproductionResult
 
 logger = logging.getLogger(__name__)
@@ -482,7 +483,7 @@ def _summarise_tree(tree: dict) -> None:
 
 
 def _pct(value) -> str:
-    return f"{100 * value:.1f}%" if isinstance(value, (int, float)) and math.isfinite(value) else "-"
+    return percent(value, missing="-")
 
 
 def _cos(value) -> str:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import time
 from contextlib import nullcontext
 from pathlib import Path
@@ -50,6 +49,7 @@ from ..recipes.jepa_reasoner import (
     TalkerRecipe,
 )
 from ..trainers import JepaTrainer, TrainingArguments
+from .formatting import percent
 from .result import ReproductionResult
 
 logger = logging.getLogger(__name__)
@@ -98,11 +98,11 @@ PRESET_SETTINGS = {
         synthetic=dict(num_train=7473, num_test=1319, min_steps=2, max_steps=4),
     ),
 }
-# Real GSM8K text (word-level tokens: ~1.2 per question word, ~2.7 per answer word on the fixture items, numbers and
-# annotations spelled digit by digit): answers longer than MAX_ANSWER_TOKENS are dropped from training and the
-# generation budget stops there (how many is not measured here, where no GSM8K copy exists; the run records it);
-# exemplars have at most MAX_SHOT_TOKENS tokens, so 8 of them (~1,300 tokens) and a test question fit the paper's
-# 2,048-token context with the answer budget; longer prompts lose their oldest tokens (counted).
+# Real GSM8K text (word-level tokens, numbers and annotations spelled digit by digit; tokens per word on the fixture
+# items: research/jepa_reasoner/gsm8k/README.md): answers longer than MAX_ANSWER_TOKENS are dropped from training and
+# the generation budget stops there (the run records how many); exemplars have at most MAX_SHOT_TOKENS tokens, so 8 of
+# them and a test question fit the paper's FULL_CONTEXT-token context with the answer budget (the arithmetic is in
+# that README); longer prompts lose their oldest tokens (counted).
 MAX_ANSWER_TOKENS = 256
 MAX_SHOT_TOKENS = 160
 FULL_CONTEXT = 2048
@@ -386,10 +386,6 @@ def _count_label(count: int) -> str:
     return f"{count / 1e6:.1f}M" if count >= 1e6 else f"{count / 1e3:.1f}k"
 
 
-def _pct(value) -> str:
-    return f"{100 * value:.1f}%" if isinstance(value, (int, float)) and math.isfinite(value) else "n/a"
-
-
 def format_gsm8k_table(summary: dict[str, Any]) -> str:
     """The markdown of a GSM8K run: system x shots accuracy, the paper's figures beside, and what the run was."""
     shots = summary["shots"]
@@ -414,9 +410,9 @@ def format_gsm8k_table(summary: dict[str, Any]) -> str:
     for name, by_k in summary["accuracy"].items():
         paper = summary["paper"].get(name, {})
         cells = [name, sizes.get(name, "")]
-        cells += [_pct(by_k.get(str(k))) for k in shots]
+        cells += [percent(by_k.get(str(k))) for k in shots]
         cells += [
-            (f"~{_pct(paper[str(k)])} (derived)" if k in PAPER_DERIVED_SHOTS else _pct(paper[str(k)]))
+            (f"~{percent(paper[str(k)])} (derived)" if k in PAPER_DERIVED_SHOTS else percent(paper[str(k)]))
             if str(k) in paper
             else "-"
             for k in paper_shots

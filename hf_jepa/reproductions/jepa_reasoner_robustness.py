@@ -25,6 +25,7 @@ from ..recipes.jepa_reasoner import (
     TalkerRecipe,
 )
 from ..trainers import JepaTrainer, TrainingArguments
+from .formatting import percent
 from .result import ReproductionResult
 
 logger = logging.getLogger(__name__)
@@ -186,10 +187,6 @@ def reproduce_robustness(
     return result
 
 
-def _pct(value) -> str:
-    return f"{100 * value:.1f}" if isinstance(value, (int, float)) else "n/a"
-
-
 def format_robustness_tables(results: dict[str, Any]) -> str:
     """Markdown of a `reproduce_robustness` summary: one table per curve kind (mean +- std over seeds, in % valid
     under the grammar), the paired difference reasoner - baseline per seed, and which table the paper's claim is."""
@@ -206,7 +203,8 @@ def format_robustness_tables(results: dict[str, Any]) -> str:
         lines.append("|---|" + "---:|" * len(levels))
         for name, curves in aggregate.items():
             points = {float(x): p for x, p in curves[kind].items()}
-            cells = [f"{_pct(points[x]['mean'])} +- {_pct(points[x]['std'])}" for x in levels]
+            # The header says the cells are in %.
+            cells = [f"{percent(points[x]['mean'], unit='')} +- {percent(points[x]['std'], unit='')}" for x in levels]
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
         for baseline in BASELINE_LABELS:
             if REASONER_LABEL not in aggregate or baseline not in aggregate:
