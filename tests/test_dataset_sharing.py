@@ -151,6 +151,30 @@ def test_parameter_defaults_are_the_recipes():
             assert value == getattr(reasoner, name), (kind, name)
 
 
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        (dict(sequence_length=1), "sequence_length must be an integer >= 2, got 1"),
+        (dict(eval_sequence_length=1), "eval_sequence_length must be an integer >= 2, got 1"),
+        (dict(num_digits=3), "num_digits must be one of 1, 2; got 3"),
+        (dict(train_gravity=-0.1), "train_gravity must be >= 0 (gravity points down), got -0.1"),
+        (dict(shift_gravity_max=float("inf")), "shift_gravity_max must be a finite number, got inf"),
+        (
+            dict(shift_gravity_min=0.5),
+            "shift_gravity_min (0.5) must be < shift_gravity_max (0.5): the shift gravity is drawn from "
+            "(shift_gravity_min, shift_gravity_max]",
+        ),
+    ],
+)
+def test_shared_gravity_fields_are_checked_alike(values, message):
+    # One check (hf_jepa.data.moving_mnist.check_gravity_settings) for the dataset parameters and the recipe's data
+    # arguments: the same values are refused with the same message.
+    for parameters_class in (DATASET_KINDS["moving-mnist-gravity"], EpmJepaDataArguments):
+        with pytest.raises(ValueError) as error:
+            parameters_class(**values)
+        assert str(error.value) == message, parameters_class
+
+
 def test_card_is_honest_and_complete(shared):
     card = render_dataset_card(shared["moving-mnist-gravity"], "org/moving")
     metadata = card.data.to_dict()
@@ -263,7 +287,7 @@ def test_cli_errors_are_one_line(hub, capsys):
     assert "unknown setting 'num_nodes' for reasoning-cfg" in line
     assert "valid keys: num_eval_examples, num_train_examples, task_seed" in line
     line = _one_line_error(capsys, ["push-dataset", "moving-mnist-gravity", "org/x", "--set", "num_digits=3"])
-    assert "num_digits must be 1 or 2, got 3" in line
+    assert "num_digits must be one of 1, 2; got 3" in line
     line = _one_line_error(capsys, ["push-dataset", "reasoning-cfg", "org/x", "--set", "task_seed=1.5"])
     assert "task_seed expects an integer, got 1.5" in line
     # The suite runs offline (HF_HUB_OFFLINE=1): the push fails before anything is generated.

@@ -168,7 +168,7 @@ def test_overwrite_flag_sets_the_training_setting(monkeypatch, capsys, tmp_path)
             EpmJepaDataArguments,
             dict(shift_gravity_min=0.6),
             ValueError,
-            r"shift_gravity_min \(0.6\) must be <= shift_gravity_max",
+            r"shift_gravity_min \(0.6\) must be < shift_gravity_max \(0.5\): the shift gravity is drawn from",
         ),
         (JepaReasonerDataArguments, dict(task="chess"), ValueError, "task must be one of"),
         (JepaReasonerDataArguments, dict(num_nodes=40), ValueError, "node_vocab_size must be an integer >= 40"),

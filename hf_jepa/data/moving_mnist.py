@@ -35,8 +35,16 @@ from dataclasses import dataclass
 import torch
 
 DIGIT_SIZE = 28
+CANVAS_SIZE = 64
 TRAIN_GRAVITY = 0.0
 SHIFT_GRAVITY = (0.0, 0.5)
+# The EPM-JEPA protocol's sequences: the defaults of the recipe's data arguments (`EpmJepaDataArguments`) and of the
+# shared `moving-mnist-gravity` dataset (`hf_jepa.data.sharing.MovingMnistGravityParameters`); both check their
+# common fields with `check_gravity_settings`.
+SEQUENCE_LENGTH = 8
+EVAL_SEQUENCE_LENGTH = 16
+EVAL_SEQUENCES = 256
+NUM_DIGITS = 2
 # Seed of the EPM-JEPA evaluation sequences (MNIST test digits), the same for every run.
 EVAL_SEED = 10_007
 # The episodic protocol (`GravityEpisodes`): one gravity per episode. Training episodes draw from
@@ -141,6 +149,33 @@ def render_frames(
     return canvas[:, :-1].reshape(batch, steps, 1, canvas_size, canvas_size)
 
 
+def check_gravity_settings(settings) -> None:
+    """Check the Moving-MNIST-with-gravity fields shared by the EPM-JEPA recipe's data arguments and the
+    `moving-mnist-gravity` dataset parameters (`settings` has them as attributes): `sequence_length` and
+    `eval_sequence_length` integers >= 2, `num_digits` 1 or 2, `train_gravity`, `shift_gravity_min` and
+    `shift_gravity_max` finite numbers >= 0 (gravity points down) with `shift_gravity_min < shift_gravity_max` (the
+    shift gravity is drawn from `(shift_gravity_min, shift_gravity_max]`, as `MovingMnist` requires). Raises
+    `ValueError` naming the field and what it accepts; returns None."""
+    for name in ("sequence_length", "eval_sequence_length"):
+        value = getattr(settings, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 2:
+            raise ValueError(f"{name} must be an integer >= 2, got {value!r}")
+    if isinstance(settings.num_digits, bool) or settings.num_digits not in (1, 2):
+        raise ValueError(f"num_digits must be one of 1, 2; got {settings.num_digits!r}")
+    for name in ("train_gravity", "shift_gravity_min", "shift_gravity_max"):
+        value = getattr(settings, name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ValueError(f"{name} must be a finite number, got {value!r}")
+        if value < 0:
+            raise ValueError(f"{name} must be >= 0 (gravity points down), got {value!r}")
+    low, high = settings.shift_gravity_min, settings.shift_gravity_max
+    if not low < high:
+        raise ValueError(
+            f"shift_gravity_min ({low}) must be < shift_gravity_max ({high}): the shift gravity is drawn from "
+            "(shift_gravity_min, shift_gravity_max]"
+        )
+
+
 def _gravity_bounds(gravity) -> tuple[float, float] | None:
     """`None` for a fixed gravity, else the validated `(low, high)` pair."""
     if isinstance(gravity, (tuple, list)):
@@ -182,7 +217,7 @@ class MovingMnist:
     gravity: float | tuple[float, float] = TRAIN_GRAVITY
     speed_min: float = 1.0
     speed_max: float = 3.0
-    canvas_size: int = 64
+    canvas_size: int = CANVAS_SIZE
     seed: int = 0
 
     def __post_init__(self):

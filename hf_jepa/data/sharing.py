@@ -16,14 +16,13 @@ fields are the generator's settings (the `--set` keys) and whose defaults are th
   with the task's word-level tokenizer in `tokenizer/`.
 
 Nothing here writes outside a temporary folder: the user's files and caches stay as they were. Templates live in the
-repository's `dataset_cards/` folder, packaged as `hf_jepa.dataset_cards`. Heavy modules (torch, datasets,
-huggingface_hub) are imported inside the functions, so the CLI can list the kinds without them.
+repository's `dataset_cards/` folder, packaged as `hf_jepa.dataset_cards`. `datasets` and `huggingface_hub` are
+imported inside the functions that use them.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
 import shlex
 import tempfile
@@ -32,6 +31,17 @@ from pathlib import Path
 from typing import Any
 
 from ..templates import read_template
+from .moving_mnist import (
+    CANVAS_SIZE,
+    DIGIT_SIZE,
+    EVAL_SEQUENCE_LENGTH,
+    EVAL_SEQUENCES,
+    NUM_DIGITS,
+    SEQUENCE_LENGTH,
+    SHIFT_GRAVITY,
+    TRAIN_GRAVITY,
+    check_gravity_settings,
+)
 from .sources import EMBEDDED_DIGITS_LICENSE, MNIST_HUB_ID, MNIST_LICENSE
 
 __all__ = [
@@ -67,7 +77,9 @@ def _check_counts(parameters, *names: str, minimum: int = 0) -> None:
 
 @dataclass
 class MovingMnistGravityParameters:
-    """Moving MNIST with gravity (`hf_jepa.data.moving_mnist.MovingMnist`); defaults are the EPM-JEPA recipe's.
+    """Moving MNIST with gravity (`hf_jepa.data.moving_mnist.MovingMnist`); defaults are the EPM-JEPA recipe's (the
+    constants of `hf_jepa.data.moving_mnist`), and the fields the recipe shares are checked as it checks them
+    (`check_gravity_settings`).
 
     data: MNIST source (a local folder, "hub" or "embedded"; default: $HF_JEPA_MNIST, else the Hub, else embedded).
     seed: the training run's seed (training sequences); the evaluation splits always use `EVAL_SEED`.
@@ -79,33 +91,21 @@ class MovingMnistGravityParameters:
     seed: int = 0
     train_sequences: int = 1024
     adapt_sequences: int = 1024
-    eval_sequences: int = 256
+    eval_sequences: int = EVAL_SEQUENCES
     batch_size: int = 32
-    sequence_length: int = 8
-    eval_sequence_length: int = 16
-    num_digits: int = 2
-    train_gravity: float = 0.0
-    shift_gravity_min: float = 0.0
-    shift_gravity_max: float = 0.5
-    canvas_size: int = 64
+    sequence_length: int = SEQUENCE_LENGTH
+    eval_sequence_length: int = EVAL_SEQUENCE_LENGTH
+    num_digits: int = NUM_DIGITS
+    train_gravity: float = TRAIN_GRAVITY
+    shift_gravity_min: float = SHIFT_GRAVITY[0]
+    shift_gravity_max: float = SHIFT_GRAVITY[1]
+    canvas_size: int = CANVAS_SIZE
 
     def __post_init__(self):
-        from .moving_mnist import DIGIT_SIZE
-
         _check_counts(self, "seed", "train_sequences", "adapt_sequences", "eval_sequences")
         _check_counts(self, "batch_size", minimum=1)
-        _check_counts(self, "sequence_length", "eval_sequence_length", minimum=2)
         _check_counts(self, "canvas_size", minimum=DIGIT_SIZE + 1)
-        if self.num_digits not in (1, 2) or isinstance(self.num_digits, bool):
-            raise ValueError(f"num_digits must be 1 or 2, got {self.num_digits!r}")
-        for name in ("train_gravity", "shift_gravity_min", "shift_gravity_max"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
-                raise ValueError(f"{name} must be a finite number >= 0 (gravity points down), got {value!r}")
-        if not self.shift_gravity_min < self.shift_gravity_max:
-            raise ValueError(
-                f"shift_gravity_min ({self.shift_gravity_min}) must be < shift_gravity_max ({self.shift_gravity_max})"
-            )
+        check_gravity_settings(self)
         if not self.train_sequences + self.adapt_sequences + self.eval_sequences:
             raise ValueError("train_sequences, adapt_sequences and eval_sequences are all 0: nothing to share")
 

@@ -37,10 +37,15 @@ from ..data.moving_mnist import (
     EPISODIC_EVAL_GRAVITIES,
     EPISODIC_TRAIN_GRAVITIES,
     EVAL_SEED,
+    EVAL_SEQUENCE_LENGTH,
+    EVAL_SEQUENCES,
+    NUM_DIGITS,
+    SEQUENCE_LENGTH,
     SHIFT_GRAVITY,
     TRAIN_GRAVITY,
     GravityEpisodes,
     MovingMnist,
+    check_gravity_settings,
 )
 from ..metrics.epm_memory import mean_episodic_error
 from ..metrics.world_model import evaluate_world_model, parameter_drift, plot_world_model_diagnostics
@@ -48,7 +53,7 @@ from ..modeling.epm_jepa import EpmJepaConfig, EpmJepaImageProcessor, EpmJepaMod
 from ..modeling.epm_jepa.configuration_epm_jepa import TRACK_NAMES
 from ..modeling.epm_jepa.modeling_epm_jepa import EXPERIENCE_ADAPTER_FIELDS
 from ..trainers import Recipe
-from ._checks import check_choice, check_count, check_finite, check_model_folder, check_types
+from ._checks import check_choice, check_count, check_model_folder, check_types
 from ._saved import write_data_settings
 from .family import Family
 
@@ -60,19 +65,21 @@ PROTOCOLS = ("current", "episodic")
 
 @dataclass
 class EpmJepaDataArguments:
-    """Data and protocol settings of the EPM-JEPA recipe (YAML keys / `--set` names)."""
+    """Data and protocol settings of the EPM-JEPA recipe (YAML keys / `--set` names). The Moving MNIST fields and
+    their defaults are those of the shared `moving-mnist-gravity` dataset (`hf_jepa.data.moving_mnist`'s constants,
+    checked by its `check_gravity_settings`)."""
 
     data: str | None = None
     stage: str = "pretrain"
     init_from: str | None = None
-    sequence_length: int = 8
-    num_digits: int = 2
+    sequence_length: int = SEQUENCE_LENGTH
+    num_digits: int = NUM_DIGITS
     train_gravity: float = TRAIN_GRAVITY
     shift_gravity_min: float = SHIFT_GRAVITY[0]
     shift_gravity_max: float = SHIFT_GRAVITY[1]
     adapt_encoder: bool = True
-    eval_sequences: int = 256
-    eval_sequence_length: int = 16
+    eval_sequences: int = EVAL_SEQUENCES
+    eval_sequence_length: int = EVAL_SEQUENCE_LENGTH
     eval_every: int = 10
     plot: bool = True
     protocol: str = "current"
@@ -90,15 +97,8 @@ class EpmJepaDataArguments:
             EpmJepaConfig.model_type,
             "the output folder of `hf-jepa train epm-jepa` (stage=pretrain)",
         )
-        check_count(self, "sequence_length", minimum=2)
-        check_choice(self, "num_digits", (1, 2))
-        check_finite(self, "train_gravity", "shift_gravity_min", "shift_gravity_max")
-        if self.shift_gravity_min > self.shift_gravity_max:
-            raise ValueError(
-                f"shift_gravity_min ({self.shift_gravity_min}) must be <= shift_gravity_max ({self.shift_gravity_max})"
-            )
+        check_gravity_settings(self)
         check_count(self, "eval_sequences", minimum=2)
-        check_count(self, "eval_sequence_length", minimum=2)
         check_count(self, "eval_every", minimum=0)
         check_choice(self, "protocol", PROTOCOLS)
         check_count(self, "episode_support", minimum=1)
