@@ -11,7 +11,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import PretrainedConfig
 
 from hf_jepa.modeling.i_jepa.modeling_i_jepa import attend as i_jepa_attend
-from hf_jepa.modeling.jepa_reasoner.modeling_jepa_reasoner import attend
+from hf_jepa.modeling.jepa_reasoner.modeling_jepa_reasoner_blocks import attend
 from hf_jepa.modeling.t_jepa.modeling_t_jepa import attend as t_jepa_attend
 
 

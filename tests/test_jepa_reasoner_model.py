@@ -571,9 +571,11 @@ def test_generative_models_save_load_bit_exact(tmp_path, cls, config_cls, seed):
     model = cls(config_cls.tiny()).eval()
     model.save_pretrained(tmp_path)
     # trust_remote_code export: the modeling file and its same-folder imports are copied next to the weights.
-    copied = {"configuration_jepa_reasoner.py", "modeling_jepa_reasoner.py"}
+    copied = {"configuration_jepa_reasoner.py", "modeling_jepa_reasoner.py", "modeling_jepa_reasoner_blocks.py"}
     if cls in (CoupledTransformerLM, CoconutLM):
         copied.add("modeling_jepa_reasoner_baselines.py")
+    else:
+        copied.add("modeling_jepa_talker.py")
     assert copied <= {path.name for path in tmp_path.glob("*.py")}
     auto_map = json.loads((tmp_path / "config.json").read_text())["auto_map"]
     assert (
@@ -680,16 +682,23 @@ def test_pair_save_load_and_generate(tmp_path, kind):
 
     # One directory: config.json (both sub-configs), model.safetensors (reasoner.* / talker.*), the modeling files.
     files = {path.name for path in tmp_path.iterdir()}
-    assert {"config.json", "model.safetensors", "configuration_jepa_reasoner.py", "modeling_jepa_reasoner.py"} <= files
+    assert {
+        "config.json",
+        "model.safetensors",
+        "configuration_jepa_reasoner.py",
+        "modeling_jepa_reasoner.py",
+        "modeling_jepa_reasoner_blocks.py",
+        "modeling_jepa_talker.py",
+    } <= files
     assert not (tmp_path / "reasoner").exists() and not (tmp_path / "talker").exists()
     saved = json.loads((tmp_path / "config.json").read_text())
     assert saved["model_type"] == "jepa_reasoner_with_talker"
     assert saved["talker_config"]["model_type"] == ("jepa_mono_talker" if kind == "mono" else "jepa_dual_talker")
     assert saved["auto_map"] == {
         "AutoConfig": "configuration_jepa_reasoner.JepaReasonerWithTalkerConfig",
-        "AutoModel": "modeling_jepa_reasoner.JepaReasonerWithTalker",
+        "AutoModel": "modeling_jepa_talker.JepaReasonerWithTalker",
         # the pair writes text: pipeline("text-generation") loads it through AutoModelForCausalLM
-        "AutoModelForCausalLM": "modeling_jepa_reasoner.JepaReasonerWithTalker",
+        "AutoModelForCausalLM": "modeling_jepa_talker.JepaReasonerWithTalker",
     }
     from safetensors import safe_open
 
@@ -736,8 +745,9 @@ def test_trust_remote_code_export_loads_without_hf_jepa(tmp_path):
     talker = mono()
     model.save_pretrained(tmp_path / "reasoner")
     talker.save_pretrained(tmp_path / "talker")
-    for name in ("configuration_jepa_reasoner.py", "modeling_jepa_reasoner.py"):
+    for name in ("configuration_jepa_reasoner.py", "modeling_jepa_reasoner.py", "modeling_jepa_reasoner_blocks.py"):
         assert (tmp_path / "reasoner" / name).exists() and (tmp_path / "talker" / name).exists()
+    assert (tmp_path / "talker" / "modeling_jepa_talker.py").exists()
     talker_map = json.loads((tmp_path / "talker" / "config.json").read_text())["auto_map"]
     assert set(talker_map) == {"AutoConfig", "AutoModel", "AutoModelForCausalLM"}
     prompt_ids, prompt_mask, answer_ids, answer_mask = batch()

@@ -321,6 +321,8 @@ def test_pair_directory_loads_with_auto_model(pairs, pair_dirs):
             "model.safetensors",
             "configuration_jepa_reasoner.py",
             "modeling_jepa_reasoner.py",
+            "modeling_jepa_reasoner_blocks.py",
+            "modeling_jepa_talker.py",
             "tokenizer.json",
             "tokenizer_config.json",
         } <= files
@@ -415,6 +417,8 @@ def test_hub_round_trip(hub, pushed, pairs, pipes, tokenizer, online):
         "model.safetensors",
         "configuration_jepa_reasoner.py",
         "modeling_jepa_reasoner.py",
+        "modeling_jepa_reasoner_blocks.py",
+        "modeling_jepa_talker.py",
         "tokenizer.json",
         "tokenizer_config.json",
         "README.md",

@@ -30,7 +30,7 @@ from hf_jepa.modeling.jepa_reasoner import (
     MonoTalkerModel,
     residual_noise,
 )
-from hf_jepa.modeling.jepa_reasoner.modeling_jepa_reasoner import JepaBlock
+from hf_jepa.modeling.jepa_reasoner.modeling_jepa_reasoner_blocks import JepaBlock
 from hf_jepa.recipes.jepa_reasoner import JepaReasonerDataArguments
 from hf_jepa.reproductions.jepa_reasoner import reproduce_jepa_reasoner
 from hf_jepa.reproductions.jepa_reasoner_robustness import PAPER_CLAIM

@@ -168,7 +168,7 @@ def test_pair_saves_decoding_defaults_and_tokenizers_know_the_positions(folders)
         tokenizer.bos_token_id,
     )
     config = json.loads((folders["jepa-mono-talker/pair"] / "config.json").read_text())
-    assert config["auto_map"]["AutoModelForCausalLM"] == "modeling_jepa_reasoner.JepaReasonerWithTalker"
+    assert config["auto_map"]["AutoModelForCausalLM"] == "modeling_jepa_talker.JepaReasonerWithTalker"
     for name, positions in (
         ("t-jepa", lambda c: c["backbone_config"]["max_position_embeddings"]),
         ("jepa-reasoner", lambda c: c["max_position_embeddings"]),

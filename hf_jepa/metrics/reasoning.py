@@ -18,7 +18,7 @@ from ..data.reasoning import (
     CfgTask,
     ReasoningData,
 )
-from ..modeling.jepa_reasoner.modeling_jepa_reasoner import run_blocks
+from ..modeling.jepa_reasoner.modeling_jepa_reasoner_blocks import run_blocks
 
 
 class _System:

@@ -9,7 +9,7 @@ Three curve kinds per system, valid-under-the-grammar rate against the perturbat
   LM head. This is the comparison the paper's "latent Gaussian noise" claim makes; the perturbed vectors differ in
   kind (the reasoner's is its whole fed-back state, the coupled model's only decides its next token).
 - "residual_noise": Gaussian noise on the residual stream at every position of every transformer block of every
-  system during generation (`modeling_jepa_reasoner.residual_noise`), std relative to each vector's own RMS: the
+  system during generation (`modeling_jepa_reasoner_blocks.residual_noise`), std relative to each vector's own RMS: the
   reasoner's token encoder, reasoning blocks and Talker; COCONUT's blocks (hence its thoughts and every position it
   attends back to); the coupled transformer's blocks. The same perturbation of every fed-back state for every system.
 
@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 import torch
 
 from ..data.reasoning import ReasoningData
-from ..modeling.jepa_reasoner.modeling_jepa_reasoner import check_noise_std, residual_noise
+from ..modeling.jepa_reasoner.modeling_jepa_reasoner_blocks import check_noise_std, residual_noise
 from .reasoning import cfg_robustness
 
 ROBUSTNESS_KINDS = ("replacement", "noise", "residual_noise")

@@ -145,7 +145,7 @@ class IJepaEncoder(nn.Module):
 # ------------------------------------------------------------------------------------------------------- predictor
 
 
-# Copied from hf_jepa.modeling.jepa_reasoner.modeling_jepa_reasoner.eager_attention_forward
+# Copied from hf_jepa.modeling.jepa_reasoner.modeling_jepa_reasoner_blocks.eager_attention_forward
 def eager_attention_forward(
     module: nn.Module,
     query: torch.Tensor,
@@ -170,17 +170,16 @@ def eager_attention_forward(
     return output, weights
 
 
-# Copied from hf_jepa.modeling.jepa_reasoner.modeling_jepa_reasoner.attend
+# Copied from hf_jepa.modeling.jepa_reasoner.modeling_jepa_reasoner_blocks.attend
 def attend(module: nn.Module, query, key, value, attention_mask, **kwargs):
     """`module`'s attention through transformers' attention interface (`module.config._attn_implementation`),
     `(B, heads, q|k, head_dim)` inputs -> `(output (B, q, heads, head_dim), weights or None)`.
 
     One exception, for speed: an SDPA call that autograd records, in bf16 on CPU, with fewer than 256 keys runs in
-    fp32. PyTorch's CPU flash-attention backward is 5-7x slower in bf16 than in fp32 at 31-64 keys and 1.4x at 256
-    keys with 32-dim heads, and bf16 only wins from 256 keys with 64-dim heads (measured by `benchmarks/report.py`,
-    section 6, where the training steps' bf16 attention backward took most of their time). Autograd records the
-    casts (gradients reach the bf16 inputs) and the output comes back in the query's dtype; inference, GPUs and
-    fp32 are untouched."""
+    fp32. PyTorch's CPU flash-attention backward is slower in bf16 than in fp32 at these lengths, and bf16 only wins
+    from 256 keys with 64-dim heads (`benchmarks/report.py`, section 6, measures it: there the training steps' bf16
+    attention backward took most of their time). Autograd records the casts (gradients reach the bf16 inputs) and
+    the output comes back in the query's dtype; inference, GPUs and fp32 are untouched."""
     implementation = module.config._attn_implementation
     attention_interface = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
     in_float32 = (

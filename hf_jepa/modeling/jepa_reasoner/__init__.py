@@ -10,26 +10,27 @@ from .configuration_jepa_reasoner import (
     CoconutConfig,
     CoupledTransformerConfig,
     DualTalkerConfig,
+    JepaBlockStackConfig,
     JepaReasonerConfig,
     JepaReasonerWithTalkerConfig,
     JepaTalkerConfig,
     MonoTalkerConfig,
 )
 from .modeling_jepa_reasoner import (
-    DualTalkerModel,
-    HybridNorm,
     JepaReasonerModel,
     JepaReasonerOutput,
     JepaReasonerPreTrainedModel,
-    JepaReasonerWithTalker,
-    JepaTalkerOutput,
-    MonoTalkerModel,
-    decoder_inputs_from_answers,
-    hybrid_normalize,
-    residual_noise,
     scaled_cosine_loss,
 )
 from .modeling_jepa_reasoner_baselines import CoconutLM, CoconutOutput, CoupledTransformerLM
+from .modeling_jepa_reasoner_blocks import (
+    HybridNorm,
+    JepaTalkerOutput,
+    decoder_inputs_from_answers,
+    hybrid_normalize,
+    residual_noise,
+)
+from .modeling_jepa_talker import DualTalkerModel, JepaReasonerWithTalker, MonoTalkerModel
 
 AutoConfig.register(JepaReasonerConfig.model_type, JepaReasonerConfig, exist_ok=True)
 AutoModel.register(JepaReasonerConfig, JepaReasonerModel, exist_ok=True)
@@ -75,6 +76,7 @@ __all__ = [
     "DualTalkerConfig",
     "DualTalkerModel",
     "HybridNorm",
+    "JepaBlockStackConfig",
     "JepaReasonerConfig",
     "JepaReasonerModel",
     "JepaReasonerOutput",

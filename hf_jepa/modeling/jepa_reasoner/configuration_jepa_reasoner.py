@@ -2,8 +2,10 @@
 
 Every model of this family uses the same pre-norm transformer block (RMSNorm, rotary positions, SwiGLU MLP, attention
 through transformers' attention interface: `attn_implementation="sdpa"` (the default), `"eager"` or flash attention),
-so the configs share the block fields: `hidden_size`, `num_attention_heads`, `intermediate_size`,
-`max_position_embeddings`, `rms_norm_eps`, `rope_theta`, `hidden_dropout`, `initializer_range`.
+so every config subclasses [`JepaBlockStackConfig`], which declares, documents and validates the block fields once
+(`vocab_size`, `hidden_size`, `num_hidden_layers`, `num_attention_heads`, `intermediate_size`,
+`max_position_embeddings`, `rms_norm_eps`, `rope_theta`, `initializer_range`, `hidden_dropout`, the special token ids
+and `use_cache`); each config adds its own fields and names its default sizes.
 
 Token conventions: `[PAD]`=0, `[UNK]`=1, `[BOS]`=2, `[EOS]`=3, `[SEP]`=4, the ids of the tokenizer that
 `hf_jepa.data.reasoning.common.build_reasoning_tokenizer` builds (`REASONING_SPECIAL_TOKENS` order). This folder cannot
@@ -37,50 +39,131 @@ def _check_non_negative_ints(config, fields):
             raise ValueError(f"{name}.{field} must be a non-negative integer, got {value!r}")
 
 
-def _check_block_fields(config):
-    """Fields every config of the family has: the transformer block and the special token ids."""
-    name = type(config).__name__
-    _check_positive_ints(
-        config,
-        (
-            "vocab_size",
-            "hidden_size",
-            "num_hidden_layers",
-            "num_attention_heads",
-            "intermediate_size",
-            "max_position_embeddings",
-        ),
-    )
-    if config.hidden_size % config.num_attention_heads:
-        raise ValueError(
-            f"{name}.hidden_size ({config.hidden_size}) must be divisible by num_attention_heads "
-            f"({config.num_attention_heads})"
+class JepaBlockStackConfig(PretrainedConfig):
+    r"""
+    The fields of the transformer block stack every model of the family is built from, declared, documented and
+    validated here once. [`JepaReasonerConfig`], [`JepaTalkerConfig`] and [`CoupledTransformerConfig`] subclass it:
+    each adds its own fields and names the default sizes of its model in `default_sizes`. Not registered with the
+    Auto classes. The attention implementation is transformers' own `attn_implementation` argument (`"sdpa"` by
+    default, `"eager"` or a flash-attention implementation).
+
+    Args:
+        vocab_size (`int`, *optional*, defaults to 50304): token vocabulary (GPT-2's, rounded up to a multiple of 64).
+        hidden_size (`int`, *optional*): block width.
+        num_hidden_layers (`int`, *optional*): blocks of the model's main stack (each config says which).
+        num_attention_heads (`int`, *optional*): attention heads; `hidden_size` must divide into an even head width.
+        intermediate_size (`int`, *optional*): SwiGLU MLP width. These four default to the config's `default_sizes`
+            (also when passed as `None`).
+        max_position_embeddings (`int`, *optional*, defaults to 2048): longest sequence the model accepts. Positions
+            are rotary, so this is a limit, not a table.
+        rms_norm_eps (`float`, *optional*, defaults to 1e-6): epsilon of every RMSNorm.
+        rope_theta (`float`, *optional*, defaults to 10000.0): rotary embedding base.
+        initializer_range (`float`, *optional*, defaults to 0.02): std of the truncated-normal weight init.
+        hidden_dropout (`float`, *optional*, defaults to 0.0): dropout on each block's residual branches.
+        pad_token_id, bos_token_id, eos_token_id (`int`, *optional*, default to 0, 2 and 3): special token ids.
+        sep_token_id (`int`, *optional*, defaults to 4): the separator between prompt and answer; a field only of the
+            configs whose models read one (`has_sep_token`: the reasoner and the baselines, not the Talkers, which
+            read latents, then BOS).
+        use_cache (`bool`, *optional*, defaults to `True`): read by `generate`; a field only of the configs whose
+            models generate tokens (`generates_tokens`: not the reasoner, which has no `generate`).
+    """
+
+    # The sizes of the paper's model of each config; a subclass sets all four.
+    default_sizes = {}
+    has_sep_token = True
+    generates_tokens = True
+
+    # Every subclass defines `__init__`: without one, transformers' dataclass machinery generates one that skips this.
+    def __init__(
+        self,
+        vocab_size: int = PAPER_VOCAB_SIZE,
+        hidden_size: int | None = None,
+        num_hidden_layers: int | None = None,
+        num_attention_heads: int | None = None,
+        intermediate_size: int | None = None,
+        max_position_embeddings: int = 2048,
+        rms_norm_eps: float = 1e-6,
+        rope_theta: float = 10000.0,
+        initializer_range: float = 0.02,
+        hidden_dropout: float = 0.0,
+        # Special token ids: build_reasoning_tokenizer's (see the module docstring); a test keeps them equal.
+        pad_token_id: int = 0,
+        bos_token_id: int = 2,
+        eos_token_id: int = 3,
+        **kwargs,
+    ):
+        if not self.default_sizes:
+            raise TypeError(f"{type(self).__name__} is a base: use a model's config (e.g. JepaReasonerConfig)")
+        sizes = dict(
+            hidden_size=hidden_size,
+            num_hidden_layers=num_hidden_layers,
+            num_attention_heads=num_attention_heads,
+            intermediate_size=intermediate_size,
         )
-    if (config.hidden_size // config.num_attention_heads) % 2:
-        raise ValueError(
-            f"{name}.hidden_size / num_attention_heads ({config.hidden_size // config.num_attention_heads}) must be "
-            "even (rotary position embeddings rotate pairs of dimensions)"
+        for field, value in sizes.items():
+            setattr(self, field, self.default_sizes[field] if value is None else value)
+        self.vocab_size = vocab_size
+        self.max_position_embeddings = max_position_embeddings
+        self.rms_norm_eps = rms_norm_eps
+        self.rope_theta = rope_theta
+        self.initializer_range = initializer_range
+        self.hidden_dropout = hidden_dropout
+        self.pad_token_id = pad_token_id
+        self.bos_token_id = bos_token_id
+        self.eos_token_id = eos_token_id
+        # Set only where the model has them, so that config.json holds exactly the model's fields; passed to a config
+        # without them they stay in kwargs and become plain attributes (validated all the same).
+        if self.has_sep_token:
+            self.sep_token_id = kwargs.pop("sep_token_id", 4)
+        if self.generates_tokens:
+            self.use_cache = kwargs.pop("use_cache", True)
+        super().__init__(**kwargs)
+        self.validate()
+
+    def validate(self):
+        """Raise `ValueError` naming the first invalid field (as `ConfigClass.field`)."""
+        name = type(self).__name__
+        _check_positive_ints(
+            self,
+            (
+                "vocab_size",
+                "hidden_size",
+                "num_hidden_layers",
+                "num_attention_heads",
+                "intermediate_size",
+                "max_position_embeddings",
+            ),
         )
-    if not config.rms_norm_eps > 0:
-        raise ValueError(f"{name}.rms_norm_eps must be positive, got {config.rms_norm_eps!r}")
-    if not config.rope_theta > 0:
-        raise ValueError(f"{name}.rope_theta must be positive, got {config.rope_theta!r}")
-    if not 0.0 <= config.hidden_dropout < 1.0:
-        raise ValueError(f"{name}.hidden_dropout must lie in [0, 1), got {config.hidden_dropout!r}")
-    if not config.initializer_range > 0:
-        raise ValueError(f"{name}.initializer_range must be positive, got {config.initializer_range!r}")
-    for field in ("pad_token_id", "bos_token_id", "eos_token_id", "sep_token_id"):
-        if not hasattr(config, field):
-            continue
-        value = getattr(config, field)
-        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < config.vocab_size:
-            raise ValueError(f"{name}.{field} must be a token id in [0, {config.vocab_size}), got {value!r}")
+        if self.hidden_size % self.num_attention_heads:
+            raise ValueError(
+                f"{name}.hidden_size ({self.hidden_size}) must be divisible by num_attention_heads "
+                f"({self.num_attention_heads})"
+            )
+        if (self.hidden_size // self.num_attention_heads) % 2:
+            raise ValueError(
+                f"{name}.hidden_size / num_attention_heads ({self.hidden_size // self.num_attention_heads}) must be "
+                "even (rotary position embeddings rotate pairs of dimensions)"
+            )
+        if not self.rms_norm_eps > 0:
+            raise ValueError(f"{name}.rms_norm_eps must be positive, got {self.rms_norm_eps!r}")
+        if not self.rope_theta > 0:
+            raise ValueError(f"{name}.rope_theta must be positive, got {self.rope_theta!r}")
+        if not 0.0 <= self.hidden_dropout < 1.0:
+            raise ValueError(f"{name}.hidden_dropout must lie in [0, 1), got {self.hidden_dropout!r}")
+        if not self.initializer_range > 0:
+            raise ValueError(f"{name}.initializer_range must be positive, got {self.initializer_range!r}")
+        for field in ("pad_token_id", "bos_token_id", "eos_token_id", "sep_token_id"):
+            if not hasattr(self, field):
+                continue
+            value = getattr(self, field)
+            if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < self.vocab_size:
+                raise ValueError(f"{name}.{field} must be a token id in [0, {self.vocab_size}), got {value!r}")
 
 
 # ------------------------------------------------------------------------------------------------------ reasoner
 
 
-class JepaReasonerConfig(PretrainedConfig):
+class JepaReasonerConfig(JepaBlockStackConfig):
     r"""
     Configuration of a JEPA-Reasoner: a latent reasoner that never predicts tokens.
 
@@ -93,27 +176,22 @@ class JepaReasonerConfig(PretrainedConfig):
     generation time each predicted latent is fed back as the next input. An EMA copy of the token encoder (the target
     encoder) provides the training targets; the loss is the scaled cosine loss `k - k * cos(pred, target)`.
 
+    The block fields are [`JepaBlockStackConfig`]'s. Here `hidden_size` (default 1536) is the latent width, shared by
+    the encoder and the reasoning blocks; `num_hidden_layers` (default 25) counts the reasoning blocks;
+    `num_attention_heads` defaults to 12 (head width 128 at full size), `intermediate_size` to 4096;
+    `max_position_embeddings` bounds prompt + SEP + answer in training and prompt + reasoning steps at generation.
+
     Args:
-        vocab_size (`int`, *optional*, defaults to 50304): token vocabulary (GPT-2's, rounded up to a multiple of 64).
-        hidden_size (`int`, *optional*, defaults to 1536): latent width (shared by encoder and reasoning blocks).
-        num_hidden_layers (`int`, *optional*, defaults to 25): reasoning blocks.
         num_encoder_layers (`int`, *optional*, defaults to 4): causal blocks of the token encoder (and its EMA
             target copy). 0 makes every latent its token's own normalised embedding: context-free targets, so the
             reasoner predicts a point among the vocabulary's latents (the paper's "mixed latents" are linear
             combinations of vocabulary embeddings) rather than a contextual latent of the whole prefix.
-        num_attention_heads (`int`, *optional*, defaults to 12): attention heads (head width 128 at full size).
-        intermediate_size (`int`, *optional*, defaults to 4096): SwiGLU MLP width.
-        max_position_embeddings (`int`, *optional*, defaults to 2048): longest sequence the model accepts (prompt +
-            SEP + answer in training, prompt + reasoning steps at generation). Positions are rotary, so this is a
-            limit, not a table.
         num_reasoning_steps (`int`, *optional*, defaults to 32): latents `generate_latents` produces by default
             (>= 1).
-        rms_norm_eps (`float`, *optional*, defaults to 1e-6): epsilon of every RMSNorm.
         latent_norm (`str`, *optional*, defaults to `"rms_l2"`): the normalisation of encoder outputs and predicted
             latents: `"rms_l2"` (the paper's hybrid norm: RMSNorm with a learnable gain, then L2 normalisation onto
             the unit sphere) or `"l2"` (plain L2 normalisation, no gain).
         l2_norm_eps (`float`, *optional*, defaults to 1e-12): floor of the L2 norm in the normalisation.
-        rope_theta (`float`, *optional*, defaults to 10000.0): rotary embedding base.
         ema_momentum, ema_momentum_end (`float`, *optional*, default to 0.996 and 1.0): EMA target momentum schedule
             (start, end). The trainer computes the value per step and updates the pairs of `model.ema_pairs()`.
         cosine_loss_scale (`float`, *optional*, defaults to 4.0): `k` of the loss `k - k * cos(pred, target)`: the
@@ -132,70 +210,40 @@ class JepaReasonerConfig(PretrainedConfig):
             With a fast EMA the two nearly coincide; with a slow or frozen target (`ema_momentum` 1.0) the online
             encoder drifts away from the target space, and `"online"` trains the blocks on inputs unlike the
             fed-back predictions they read at generation.
-        pad_token_id, bos_token_id, eos_token_id, sep_token_id (`int`): special token ids (0, 2, 3, 4).
-        initializer_range (`float`, *optional*, defaults to 0.02): std of the truncated-normal weight init.
-        hidden_dropout (`float`, *optional*, defaults to 0.0): dropout on each block's residual branches.
     """
 
     model_type = "jepa_reasoner"
+    # The paper's 0.9B reasoner.
+    default_sizes = dict(hidden_size=1536, num_hidden_layers=25, num_attention_heads=12, intermediate_size=4096)
+    generates_tokens = False
 
     def __init__(
         self,
-        vocab_size: int = PAPER_VOCAB_SIZE,
-        hidden_size: int = 1536,
-        num_hidden_layers: int = 25,
         num_encoder_layers: int = 4,
-        num_attention_heads: int = 12,
-        intermediate_size: int = 4096,
-        max_position_embeddings: int = 2048,
         num_reasoning_steps: int = 32,
-        rms_norm_eps: float = 1e-6,
         latent_norm: str = "rms_l2",
         l2_norm_eps: float = 1e-12,
-        rope_theta: float = 10000.0,
         ema_momentum: float = 0.996,
         ema_momentum_end: float = 1.0,
         cosine_loss_scale: float = 4.0,
         scheduled_sampling_prob: float = 0.0,
         answer_input_source: str = "online",
-        # Special token ids: build_reasoning_tokenizer's (see the module docstring); a test keeps them equal.
-        pad_token_id: int = 0,
-        bos_token_id: int = 2,
-        eos_token_id: int = 3,
-        sep_token_id: int = 4,
-        initializer_range: float = 0.02,
-        hidden_dropout: float = 0.0,
         **kwargs,
     ):
-        self.vocab_size = vocab_size
-        self.hidden_size = hidden_size
-        self.num_hidden_layers = num_hidden_layers
         self.num_encoder_layers = num_encoder_layers
-        self.num_attention_heads = num_attention_heads
-        self.intermediate_size = intermediate_size
-        self.max_position_embeddings = max_position_embeddings
         self.num_reasoning_steps = num_reasoning_steps
-        self.rms_norm_eps = rms_norm_eps
         self.latent_norm = latent_norm
         self.l2_norm_eps = l2_norm_eps
-        self.rope_theta = rope_theta
         self.ema_momentum = ema_momentum
         self.ema_momentum_end = ema_momentum_end
         self.cosine_loss_scale = cosine_loss_scale
         self.scheduled_sampling_prob = scheduled_sampling_prob
         self.answer_input_source = answer_input_source
-        self.pad_token_id = pad_token_id
-        self.bos_token_id = bos_token_id
-        self.eos_token_id = eos_token_id
-        self.sep_token_id = sep_token_id
-        self.initializer_range = initializer_range
-        self.hidden_dropout = hidden_dropout
         super().__init__(**kwargs)
-        self.validate()
 
     def validate(self):
         """Raise `ValueError` naming the first invalid field."""
-        _check_block_fields(self)
+        super().validate()
         _check_non_negative_ints(self, ("num_encoder_layers",))
         _check_positive_ints(self, ("num_reasoning_steps",))
         if self.num_reasoning_steps >= self.max_position_embeddings:
@@ -233,7 +281,7 @@ class JepaReasonerConfig(PretrainedConfig):
         blocks, 256 positions; set `vocab_size` to the task tokenizer's size. Context-free latents (no encoder
         blocks: each latent is its token's normalised embedding) with teacher forcing on the target latents: at this
         size, contextual EMA targets of 2 encoder blocks lost the token and the reasoner's tree-search accuracy
-        (0.3% vs 85.7% alone after 10 minutes; README, "What lost the accuracy of the preset reasoner")."""
+        (docs/results/jepa-reasoner.md, "What lost the accuracy of the preset reasoner")."""
         kwargs = dict(
             vocab_size=64,
             hidden_size=128,
@@ -270,7 +318,7 @@ class JepaReasonerConfig(PretrainedConfig):
 # -------------------------------------------------------------------------------------------------------- talkers
 
 
-class JepaTalkerConfig(PretrainedConfig):
+class JepaTalkerConfig(JepaBlockStackConfig):
     r"""
     Configuration shared by the Talkers, the lightweight decoders that turn a reasoner's latent chain into tokens.
     Use [`MonoTalkerConfig`] or [`DualTalkerConfig`]; this base is not registered with the Auto classes.
@@ -280,67 +328,37 @@ class JepaTalkerConfig(PretrainedConfig):
     input prompt with `num_context_layers` bidirectional blocks (sharing the token embeddings) and puts the encoded
     context in front of the latent prefix.
 
+    The block fields are [`JepaBlockStackConfig`]'s. Here `vocab_size` must match the reasoner's; `hidden_size`
+    (default 1024) is the Talker's width; `num_hidden_layers` counts the causal decoder blocks (default 7, the
+    Dual-Talker's 4); `num_attention_heads` defaults to 16, `intermediate_size` to 2816; `max_position_embeddings`
+    bounds the decoder sequence (context + latent prefix + tokens). No `sep_token_id`: the decoder reads the latent
+    prefix, then BOS.
+
     Args:
-        vocab_size (`int`, *optional*, defaults to 50304): token vocabulary (must match the reasoner's).
-        hidden_size (`int`, *optional*, defaults to 1024): Talker width.
-        num_hidden_layers (`int`): causal decoder blocks.
-        num_context_layers (`int`): bidirectional context encoder blocks (0 for the Mono-Talker).
-        num_attention_heads (`int`, *optional*, defaults to 16): attention heads.
-        intermediate_size (`int`, *optional*, defaults to 2816): SwiGLU MLP width.
+        num_context_layers (`int`, *optional*, defaults to 0): bidirectional context encoder blocks (0 for the
+            Mono-Talker).
         latent_size (`int`, *optional*, defaults to 1536): width of the reasoner's latents; must equal the
             reasoner's `hidden_size`.
-        max_position_embeddings (`int`, *optional*, defaults to 2048): longest decoder sequence (context + latent
-            prefix + tokens). Positions are rotary.
-        rms_norm_eps, rope_theta, initializer_range, hidden_dropout: as in [`JepaReasonerConfig`].
-        pad_token_id, bos_token_id, eos_token_id (`int`): special token ids (0, 2, 3).
-        use_cache (`bool`, *optional*, defaults to `True`): read by `generate`.
     """
 
     model_type = "jepa_talker"
+    # The paper's 198M Talker.
+    default_sizes = dict(hidden_size=1024, num_hidden_layers=7, num_attention_heads=16, intermediate_size=2816)
+    has_sep_token = False
 
     def __init__(
         self,
-        vocab_size: int = PAPER_VOCAB_SIZE,
-        hidden_size: int = 1024,
-        num_hidden_layers: int = 7,
         num_context_layers: int = 0,
-        num_attention_heads: int = 16,
-        intermediate_size: int = 2816,
-        latent_size: int = 1536,
-        max_position_embeddings: int = 2048,
-        rms_norm_eps: float = 1e-6,
-        rope_theta: float = 10000.0,
-        # Special token ids: build_reasoning_tokenizer's (see the module docstring); a test keeps them equal.
-        pad_token_id: int = 0,
-        bos_token_id: int = 2,
-        eos_token_id: int = 3,
-        initializer_range: float = 0.02,
-        hidden_dropout: float = 0.0,
-        use_cache: bool = True,
+        latent_size: int = JepaReasonerConfig.default_sizes["hidden_size"],
         **kwargs,
     ):
-        self.vocab_size = vocab_size
-        self.hidden_size = hidden_size
-        self.num_hidden_layers = num_hidden_layers
         self.num_context_layers = num_context_layers
-        self.num_attention_heads = num_attention_heads
-        self.intermediate_size = intermediate_size
         self.latent_size = latent_size
-        self.max_position_embeddings = max_position_embeddings
-        self.rms_norm_eps = rms_norm_eps
-        self.rope_theta = rope_theta
-        self.pad_token_id = pad_token_id
-        self.bos_token_id = bos_token_id
-        self.eos_token_id = eos_token_id
-        self.initializer_range = initializer_range
-        self.hidden_dropout = hidden_dropout
-        self.use_cache = use_cache
         super().__init__(**kwargs)
-        self.validate()
 
     def validate(self):
         """Raise `ValueError` naming the first invalid field."""
-        _check_block_fields(self)
+        super().validate()
         _check_positive_ints(self, ("latent_size",))
         _check_non_negative_ints(self, ("num_context_layers",))
 
@@ -354,8 +372,8 @@ class MonoTalkerConfig(JepaTalkerConfig):
 
     model_type = "jepa_mono_talker"
 
-    def __init__(self, num_hidden_layers: int = 7, num_context_layers: int = 0, **kwargs):
-        super().__init__(num_hidden_layers=num_hidden_layers, num_context_layers=num_context_layers, **kwargs)
+    def __init__(self, num_context_layers: int = 0, **kwargs):
+        super().__init__(num_context_layers=num_context_layers, **kwargs)
 
     def validate(self):
         super().validate()
@@ -411,9 +429,11 @@ class DualTalkerConfig(JepaTalkerConfig):
     """
 
     model_type = "jepa_dual_talker"
+    # 3 context + 4 decoder blocks: the Mono-Talker's 7 blocks, split.
+    default_sizes = {**JepaTalkerConfig.default_sizes, "num_hidden_layers": 4}
 
-    def __init__(self, num_hidden_layers: int = 4, num_context_layers: int = 3, **kwargs):
-        super().__init__(num_hidden_layers=num_hidden_layers, num_context_layers=num_context_layers, **kwargs)
+    def __init__(self, num_context_layers: int = 3, **kwargs):
+        super().__init__(num_context_layers=num_context_layers, **kwargs)
 
     def validate(self):
         super().validate()
@@ -465,65 +485,23 @@ class DualTalkerConfig(JepaTalkerConfig):
 # ------------------------------------------------------------------------------------------------------ baselines
 
 
-class CoupledTransformerConfig(PretrainedConfig):
+class CoupledTransformerConfig(JepaBlockStackConfig):
     r"""
     Coupled baseline: a standard decoder-only next-token LM built from the same blocks as the reasoner, trained on
     `[prompt, SEP, answer]` with the loss on the answer tokens. The defaults are parameter-matched to the reasoner
     (same width, heads, MLP and vocabulary; 26 blocks + untied embeddings and LM head: ~891M parameters, against the
     reasoner's ~898M trainable ones).
 
-    The block fields (`vocab_size`, `hidden_size`, `num_hidden_layers`, `num_attention_heads`, `intermediate_size`,
-    `max_position_embeddings`, `rms_norm_eps`, `rope_theta`, `initializer_range`, `hidden_dropout`) are as in
-    [`JepaReasonerConfig`]; here `num_hidden_layers` counts every block.
-
-    Args:
-        pad_token_id, bos_token_id, eos_token_id, sep_token_id (`int`): special token ids (0, 2, 3, 4).
-        use_cache (`bool`, *optional*, defaults to `True`): read by `generate`.
+    The fields are [`JepaBlockStackConfig`]'s (with `sep_token_id` and `use_cache`); here `num_hidden_layers` counts
+    every block.
     """
 
     model_type = "jepa_coupled_lm"
+    # Parameter-matched to the paper's reasoner.
+    default_sizes = dict(hidden_size=1536, num_hidden_layers=26, num_attention_heads=12, intermediate_size=4096)
 
-    def __init__(
-        self,
-        vocab_size: int = PAPER_VOCAB_SIZE,
-        hidden_size: int = 1536,
-        num_hidden_layers: int = 26,
-        num_attention_heads: int = 12,
-        intermediate_size: int = 4096,
-        max_position_embeddings: int = 2048,
-        rms_norm_eps: float = 1e-6,
-        rope_theta: float = 10000.0,
-        # Special token ids: build_reasoning_tokenizer's (see the module docstring); a test keeps them equal.
-        pad_token_id: int = 0,
-        bos_token_id: int = 2,
-        eos_token_id: int = 3,
-        sep_token_id: int = 4,
-        initializer_range: float = 0.02,
-        hidden_dropout: float = 0.0,
-        use_cache: bool = True,
-        **kwargs,
-    ):
-        self.vocab_size = vocab_size
-        self.hidden_size = hidden_size
-        self.num_hidden_layers = num_hidden_layers
-        self.num_attention_heads = num_attention_heads
-        self.intermediate_size = intermediate_size
-        self.max_position_embeddings = max_position_embeddings
-        self.rms_norm_eps = rms_norm_eps
-        self.rope_theta = rope_theta
-        self.pad_token_id = pad_token_id
-        self.bos_token_id = bos_token_id
-        self.eos_token_id = eos_token_id
-        self.sep_token_id = sep_token_id
-        self.initializer_range = initializer_range
-        self.hidden_dropout = hidden_dropout
-        self.use_cache = use_cache
+    def __init__(self, **kwargs):
         super().__init__(**kwargs)
-        self.validate()
-
-    def validate(self):
-        """Raise `ValueError` naming the first invalid field."""
-        _check_block_fields(self)
 
     @classmethod
     def cpu_fast(cls, **overrides):
@@ -627,11 +605,6 @@ def _sub_config(value, name: str, classes: dict):
         )
     raise ValueError(f"JepaReasonerWithTalkerConfig.{name} must be a config or a dict, got {type(value).__name__}")
 
-    @classmethod
-    def full(cls, **overrides) -> "CoconutConfig":
-        """The baseline at the paper's size (the class defaults, matched to the 0.9B reasoner) with `overrides`."""
-        return cls(**overrides)
-
 
 class JepaReasonerWithTalkerConfig(PretrainedConfig):
     r"""
@@ -658,7 +631,7 @@ class JepaReasonerWithTalkerConfig(PretrainedConfig):
             talker_config = MonoTalkerConfig(
                 latent_size=reasoner_config.hidden_size
                 if isinstance(reasoner_config, PretrainedConfig)
-                else reasoner_config.get("hidden_size", 1536)
+                else reasoner_config.get("hidden_size", JepaReasonerConfig.default_sizes["hidden_size"])
             )
         # Set before PretrainedConfig.__init__, which walks `sub_configs`.
         self.reasoner_config = _sub_config(
@@ -737,6 +710,7 @@ __all__ = [
     "CoconutConfig",
     "CoupledTransformerConfig",
     "DualTalkerConfig",
+    "JepaBlockStackConfig",
     "JepaReasonerConfig",
     "JepaReasonerWithTalkerConfig",
     "JepaTalkerConfig",

@@ -4,23 +4,21 @@
 - [`CoconutLM`]: COCONUT-style continuous thoughts (the previous position's last-layer hidden state fed back as the
   next input embedding) between `[prompt, SEP]` and `[BOS, answer]`, decoded by the same model's LM head.
 
-Both generate through transformers' `GenerationMixin` with a `DynamicCache`. Imports only torch, transformers and the
-sibling modeling file (trust_remote_code export).
+Both are the family's decoder LM ([`JepaDecoderLMMixin`]) and generate through transformers' `GenerationMixin` with a
+`DynamicCache`. Imports only torch, transformers and the sibling modeling files (trust_remote_code export).
 """
 
 from dataclasses import dataclass
 
 import torch
-from torch import nn
 from transformers import GenerationMixin
 from transformers.cache_utils import Cache, DynamicCache
 from transformers.utils import ModelOutput
 
 from .configuration_jepa_reasoner import CoconutConfig, CoupledTransformerConfig
-from .modeling_jepa_reasoner import (
-    JepaBlock,
-    JepaPreTrainedBase,
-    JepaRMSNorm,
+from .modeling_jepa_reasoner import JepaPreTrainedBase, seed_auto_map
+from .modeling_jepa_reasoner_blocks import (
+    JepaDecoderLMMixin,
     JepaTalkerOutput,
     causal_lm_loss,
     check_mask,
@@ -29,31 +27,19 @@ from .modeling_jepa_reasoner import (
     decoder_inputs_from_answers,
     keep_last,
     run_blocks,
-    seed_auto_map,
 )
 
 
-class _DecoderLMBase(JepaPreTrainedBase):
-    """Token embeddings, causal blocks, final RMSNorm and an (untied) LM head."""
+class _DecoderLMBase(JepaDecoderLMMixin, JepaPreTrainedBase):
+    """The family's decoder LM (token embeddings, causal blocks, final RMSNorm, untied LM head) on `[prompt, SEP,
+    ...]`, with the optional noise on the final hidden states of the robustness comparison."""
 
     main_input_name = "input_ids"
 
     def __init__(self, config):
         super().__init__(config)
         config.validate()
-        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
-        self.layers = nn.ModuleList(JepaBlock(config) for _ in range(config.num_hidden_layers))
-        self.norm = JepaRMSNorm(config.hidden_size, config.rms_norm_eps)
-        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
-
-    def get_input_embeddings(self):
-        return self.embed_tokens
-
-    def set_input_embeddings(self, value):
-        self.embed_tokens = value
-
-    def get_output_embeddings(self):
-        return self.lm_head
+        self._init_decoder_lm(config)
 
     def _decode(self, hidden, key_mask, cache):
         """Causal blocks + final norm on the new positions `hidden` (`key_mask` covers cache + new)."""
