@@ -11,7 +11,7 @@ from huggingface_hub import ModelCard
 
 from hf_jepa import hub as hf_hub_module
 from hf_jepa.cards.bro_jepa import render_card as render_bro_jepa_card
-from hf_jepa.cards.common import MODEL_ID_PLACEHOLDER, template_text
+from hf_jepa.cards.common import MODEL_ID_PLACEHOLDER, CardInputs, card_renderer, template_text
 from hf_jepa.cli import build_parser, build_train_setup, families, main, parse_overrides
 from hf_jepa.hub import push_to_hub
 from hf_jepa.modeling.bro_jepa import BroJepaConfig
@@ -22,6 +22,39 @@ from hf_jepa.trainers.trainer import TrainingArguments
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 OPS = [k for k in range(-9, 10) if k != 0]
+
+
+CARD_FAMILIES = ("bro_jepa", "epm_jepa", "i_jepa", "t_jepa", "jepa_reasoner")
+
+
+def test_every_card_module_exports_the_one_render_card():
+    import importlib
+    import inspect
+
+    signatures = set()
+    for family in CARD_FAMILIES:
+        render_card = importlib.import_module(f"hf_jepa.cards.{family}").render_card
+        signatures.add(str(inspect.signature(render_card)))
+        assert render_card.__module__ == f"hf_jepa.cards.{family}" and render_card.__name__ == "render_card"
+        # The family's own text first, then the shared contract.
+        assert (
+            not render_card.__doc__.startswith("Every family")
+            and "hf_jepa.cards.common.CardInputs" in render_card.__doc__
+        )
+    assert len(signatures) == 1, signatures
+
+
+def test_render_card_hands_the_renderer_plain_settings():
+    seen = card_renderer(lambda card, **options: (card, options))
+    card, options = seen(
+        BroJepaConfig(), None, TrainingArguments(output_dir="out"), {"data": "embedded"}, repo_id="org/m", extra=1
+    )
+    assert isinstance(card, CardInputs) and options == {"extra": 1}
+    assert card.metrics == {} and card.training["output_dir"] == "out" and card.data == {"data": "embedded"}
+    assert card.model_id == "org/m" and not card.remote_code and card.base_model is None
+    assert CardInputs(BroJepaConfig(), {}, {}, {}).model_id == MODEL_ID_PLACEHOLDER
+    with pytest.raises(TypeError, match="unexpected keyword argument 'repo'"):
+        render_bro_jepa_card(BroJepaConfig(), {}, repo="org/m")
 
 
 def _metrics(**overrides):

@@ -7,6 +7,7 @@ Every family module exports the same two functions::
         -> huggingface_hub.ModelCard
     result_rows(metrics) -> list[tuple[str, str]]
 
-(family-specific extras are keyword-only, e.g. `example_prompt=` of `jepa_reasoner`). Importing this package loads
-no family module.
+`render_card` is built once, by `common.card_renderer`, around the family's own renderer, which takes the arguments
+as one `common.CardInputs`; family-specific extras are keyword-only, e.g. `example_prompt=` of `jepa_reasoner`.
+Importing this package loads no family module.
 """

@@ -5,17 +5,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from huggingface_hub import EvalResult, ModelCard, ModelCardData
+from huggingface_hub import EvalResult, ModelCard
 
 from ..data.sources import MNIST_HUB_ID
 from .common import (
-    LIBRARY_NAME,
-    LICENSE,
-    MODEL_ID_PLACEHOLDER,
-    _as_dict,
+    CardInputs,
     _config_rows,
     _data_is_mnist,
     _digit_sources,
+    _eval_results,
     _format_value,
     _is_number,
     _percent,
@@ -24,6 +22,7 @@ from .common import (
     _starting_point,
     _training_rows,
     _version,
+    card_renderer,
 )
 
 __all__ = ["CARD_TAGS", "render_card", "result_rows"]
@@ -103,7 +102,7 @@ def _names(config) -> tuple[str, str, str]:
     return model_name, title, variant
 
 
-def _eval_results(metrics: Mapping, config, mnist: bool) -> list[EvalResult]:
+def _bro_jepa_eval_results(metrics: Mapping, config, mnist: bool) -> list[EvalResult]:
     if mnist:
         dataset = dict(dataset_type=MNIST_HUB_ID, dataset_name="MNIST", dataset_split="test")
     else:
@@ -111,65 +110,30 @@ def _eval_results(metrics: Mapping, config, mnist: bool) -> list[EvalResult]:
             dataset_type="sklearn-digits", dataset_name="scikit-learn digits (upscaled to 28x28)", dataset_split="test"
         )
     task = dict(task_type="modular-arithmetic", task_name=f"Modular arithmetic y = (x + k) mod {config.modulus}")
-    results = []
-    for key, config_name, name in (
-        ("zero_shot_accuracy", "zero_shot", "Zero-shot accuracy (unseen operations)"),
-        ("seen_accuracy", "seen_operations", "Seen-operation accuracy"),
-        ("rollout_accuracy", "rollout", "Rollout accuracy (unseen operations)"),
-    ):
-        value = metrics.get(key)
-        if _is_number(value):
-            results.append(
-                EvalResult(
-                    **task,
-                    **dataset,
-                    metric_type="accuracy",
-                    metric_value=float(value),
-                    metric_name=name,
-                    metric_config=config_name,
-                )
-            )
-    return results
+    entries = (
+        ("zero_shot_accuracy", "accuracy", "Zero-shot accuracy (unseen operations)", "zero_shot"),
+        ("seen_accuracy", "accuracy", "Seen-operation accuracy", "seen_operations"),
+        ("rollout_accuracy", "accuracy", "Rollout accuracy (unseen operations)", "rollout"),
+    )
+    return _eval_results(metrics, task, dataset, entries)
 
 
-def render_card(
-    config,
-    metrics: Mapping[str, Any] | None,
-    training_args: Any = None,
-    data_args: Any = None,
-    reproduction: Any = None,
-    *,
-    repo_id: str | None = None,
-    base_model: str | None = None,
-) -> ModelCard:
+def _render_bro_jepa(card: CardInputs) -> ModelCard:
     """The model card of a BRo-JEPA checkpoint.
 
-    Args:
-        config: the `BroJepaConfig` of the model.
-        metrics: what `BroJepaRecipe.evaluate` and the trainer recorded (or `eval_results.json` loaded back); only
-            the keys present are shown and put in the `model-index`.
-        training_args / data_args: `TrainingArguments` / `BroJepaDataArguments` (dataclasses or dicts), optional.
-        reproduction: accepted for the common signature; the BRo-JEPA card has no reproduction section (the
-            reproduction's table goes to its own `results.md`).
-        repo_id: Hub id shown in the usage snippet; default :data:`MODEL_ID_PLACEHOLDER`, which `push_to_hub`
-            replaces with the real id.
-        base_model: the checkpoint training started from (a Hub id or a folder), if any: the card's `base_model`.
+    config: the `BroJepaConfig` of the model. metrics: what `BroJepaRecipe.evaluate` and the trainer recorded.
+    data_args: `BroJepaDataArguments`. reproduction: not read; the BRo-JEPA card has no reproduction section (the
+    reproduction's table goes to its own `results.md`). base_model: the checkpoint training started from (relation
+    `finetune`).
     """
-    metrics = dict(metrics or {})
-    training = _as_dict(training_args)
-    data = _as_dict(data_args)
+    config, metrics, training, data = card.config, card.metrics, card.training, card.data
     mnist = _data_is_mnist(metrics, data)
     dataset_ids, provenance_lines = _digit_sources(metrics, data, mnist)
-    base_id, relation, start_line = _starting_point(base_model, "finetune", "Started from the BRo-JEPA checkpoint")
+    base_id, relation, start_line = _starting_point(card.base_model, "finetune", "Started from the BRo-JEPA checkpoint")
     model_name, title, variant = _names(config)
 
-    # With `auto_map` (modeling code saved next to the weights) plain transformers loads the checkpoint
-    # (`trust_remote_code=True`), so the Hub's transformers snippet works; otherwise it needs `import hf_jepa`.
-    remote_code = bool(getattr(config, "auto_map", None))
-    card_data = ModelCardData(
-        library_name="transformers" if remote_code else LIBRARY_NAME,
-        license=LICENSE,
-        tags=[*CARD_TAGS, LIBRARY_NAME],
+    card_data = card.card_data(
+        CARD_TAGS,
         # The encoder's latents are the features (the task head is the prototype lookup of the modular-arithmetic
         # pipeline); `image-feature-extraction` runs on the saved folder with its image processor.
         pipeline_tag="image-feature-extraction",
@@ -178,7 +142,7 @@ def render_card(
         datasets=dataset_ids or None,
         metrics=["accuracy"],
         model_name=model_name,
-        eval_results=_eval_results(metrics, config, mnist) or None,
+        eval_results=_bro_jepa_eval_results(metrics, config, mnist) or None,
     )
 
     training_rows = _training_rows(training, metrics)
@@ -209,7 +173,7 @@ def render_card(
         card_data,
         title=title,
         variant=variant,
-        model_id=repo_id or MODEL_ID_PLACEHOLDER,
+        model_id=card.model_id,
         modulus=config.modulus,
         pixel_mean=config.pixel_mean,
         pixel_std=config.pixel_std,
@@ -222,7 +186,7 @@ def render_card(
         data_note=data_note,
         data_is_mnist=mnist,
         supervised=config.objective == "supervised",
-        remote_code=remote_code,
+        remote_code=card.remote_code,
         pca_plot=metrics.get("pca_plot"),
         zero_shot_text=_percent(metrics["zero_shot_accuracy"])
         if _is_number(metrics.get("zero_shot_accuracy"))
@@ -230,3 +194,6 @@ def render_card(
         rollout_text=_percent(metrics["rollout_accuracy"]) if _is_number(metrics.get("rollout_accuracy")) else None,
         hf_jepa_version=_version(),
     )
+
+
+render_card = card_renderer(_render_bro_jepa)

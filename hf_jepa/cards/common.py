@@ -1,5 +1,6 @@
-"""What every family's model card shares: template lookup and rendering, number formatting, and the settings and
-run rows each card's tables are built from.
+"""What every family's model card shares: the renderers' contract (`CardInputs`, `card_renderer`: the one
+`render_card` signature), template lookup and rendering, number formatting, and the settings and run rows each card's
+tables are built from.
 
 Templates live in the repository's ``model_cards/`` folder, packaged as ``hf_jepa.model_cards`` (see
 :func:`template_text`). Only the values actually given in ``metrics`` reach a card: a missing metric is left out
@@ -9,24 +10,27 @@ Templates live in the repository's ``model_cards/`` folder, packaged as ``hf_jep
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from huggingface_hub import ModelCard, ModelCardData
+from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from ..data.sources import MNIST_HUB_ID
 from ..settings import config_fields
 from ..templates import read_template
 
 __all__ = [
+    "CardInputs",
     "GENERATED_DATA_NOTE",
     "LIBRARY_NAME",
     "LICENSE",
     "MODEL_ID_PLACEHOLDER",
     "TRAINING_HOUSEKEEPING",
+    "card_renderer",
     "hub_dataset_ids",
     "hub_model_id",
     "template_text",
@@ -61,6 +65,101 @@ _HUB_CACHE_SNAPSHOT = re.compile(r"models--([^/\\]+?)--([^/\\]+)[/\\]snapshots[/
 _HUB_SOURCE = re.compile(r"\bHub ([A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*)")
 # How `hf_jepa.data.images.ImageSplits` describes a user's own image source: "<data> (in memory)" / "(streamed)".
 _USER_IMAGE_SOURCE = re.compile(r"(\S+) \((?:in memory|streamed)\)")
+
+
+# ---------------------------------------------------------------------------------------------------- the contract
+
+
+@dataclasses.dataclass(frozen=True)
+class CardInputs:
+    """What a family's model card is rendered from: the arguments of its `render_card` (see `card_renderer`), with
+    the settings as plain dicts.
+
+    Attributes:
+        config: the model's config (the family's `...Config`).
+        metrics: what the family's recipe and the trainer recorded (or `eval_results.json` loaded back); only the keys
+            present are shown and put in the `model-index`, a missing metric is left out.
+        training: the `TrainingArguments` as a dict (empty when not given).
+        data: the recipe's data arguments as a dict (empty when not given).
+        reproduction: the family's reproduction (a `ReproductionResult` or its summary) for the cards that show one;
+            the others do not read it.
+        repo_id: the Hub id of the usage snippets; None shows :data:`MODEL_ID_PLACEHOLDER`, which `push_to_hub`
+            replaces with the real id.
+        base_model: the checkpoint the run started from (a Hub id or a folder), or None; each family says what it
+            is and how the card's `base_model` metadata names it.
+    """
+
+    config: Any
+    metrics: dict[str, Any]
+    training: dict[str, Any]
+    data: dict[str, Any]
+    reproduction: Any = None
+    repo_id: str | None = None
+    base_model: str | None = None
+
+    @property
+    def model_id(self) -> str:
+        """The id the usage snippets load: `repo_id`, else :data:`MODEL_ID_PLACEHOLDER`."""
+        return self.repo_id or MODEL_ID_PLACEHOLDER
+
+    @property
+    def remote_code(self) -> bool:
+        """True when the modeling code is saved next to the weights (`config.auto_map`): plain transformers then
+        loads the checkpoint (`trust_remote_code=True`), so the Hub's transformers snippet works; otherwise loading
+        needs `import hf_jepa`."""
+        return bool(getattr(self.config, "auto_map", None))
+
+    def card_data(self, tags: list[str], **fields: Any) -> ModelCardData:
+        """The card's YAML metadata: `library_name` (`transformers` for a remote-code folder, else hf-jepa), the
+        licence, the family's `tags` followed by hf-jepa's, and the family's other `fields`."""
+        library = "transformers" if self.remote_code else LIBRARY_NAME
+        return ModelCardData(library_name=library, license=LICENSE, tags=[*tags, LIBRARY_NAME], **fields)
+
+
+_RENDER_CARD_CONTRACT = """Every family's `render_card` has this signature (`hf_jepa.cards.common.card_renderer`)::
+
+    render_card(config, metrics, training_args=None, data_args=None, reproduction=None, *, repo_id=None,
+                base_model=None, **options) -> huggingface_hub.ModelCard
+
+`training_args` / `data_args` are the `TrainingArguments` / the recipe's data arguments (dataclasses, mappings or
+None); `options` are the family's keyword-only extras. The arguments are described on
+`hf_jepa.cards.common.CardInputs`; what they mean for this family, above."""
+
+
+def card_renderer(render: Callable[..., ModelCard]) -> Callable[..., ModelCard]:
+    """A family's public `render_card` around `render(card: CardInputs, **options) -> ModelCard`, which holds the
+    family's own rendering. Returns the family's `render_card`, with the signature every card module exports
+    (`_RENDER_CARD_CONTRACT`): it builds the `CardInputs` (metrics copied into a dict, `training_args` / `data_args`
+    as dicts) and passes `options`, the family's keyword-only extras (e.g. `example_prompt=` of the JEPA-Reasoner
+    card), to `render`. Its docstring is `render`'s (what this family's card shows, and what the arguments mean for
+    it) followed by that contract."""
+
+    def render_card(
+        config,
+        metrics: Mapping[str, Any] | None,
+        training_args: Any = None,
+        data_args: Any = None,
+        reproduction: Any = None,
+        *,
+        repo_id: str | None = None,
+        base_model: str | None = None,
+        **options: Any,
+    ) -> ModelCard:
+        card = CardInputs(
+            config=config,
+            metrics=dict(metrics or {}),
+            training=_as_dict(training_args),
+            data=_as_dict(data_args),
+            reproduction=reproduction,
+            repo_id=repo_id,
+            base_model=base_model,
+        )
+        return render(card, **options)
+
+    render_card.__module__ = render.__module__
+    render_card.__qualname__ = "render_card"
+    render_card.__doc__ = inspect.cleandoc(render.__doc__ or "") + "\n\n" + _RENDER_CARD_CONTRACT
+    return render_card
 
 
 # ---------------------------------------------------------------------------------------------------- templates
@@ -213,6 +312,26 @@ def _data_is_mnist(metrics: Mapping, data_args: Mapping) -> bool:
     if not source or _USER_IMAGE_SOURCE.fullmatch(str(source)):
         return False
     return not any(word in str(source).lower() for word in ("embedded", "scikit"))
+
+
+def _eval_results(
+    metrics: Mapping[str, Any], task: dict, dataset: dict, entries: Iterable[tuple[str, str, str, str]]
+) -> list[EvalResult]:
+    """The card's `model-index` entries of the metrics present: one `EvalResult` on `task` and `dataset` (its
+    `task_*` / `dataset_*` fields) per `(key, metric_type, metric_name, metric_config)` of `entries` whose
+    `metrics[key]` is a finite number."""
+    return [
+        EvalResult(
+            **task,
+            **dataset,
+            metric_type=metric_type,
+            metric_value=float(metrics[key]),
+            metric_name=name,
+            metric_config=config_name,
+        )
+        for key, metric_type, name, config_name in entries
+        if _is_number(metrics.get(key))
+    ]
 
 
 def _run_rows(metrics: Mapping[str, Any], data_label: str = "Data source") -> list[tuple[str, str]]:

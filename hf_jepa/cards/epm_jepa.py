@@ -6,19 +6,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from huggingface_hub import EvalResult, ModelCard, ModelCardData
+from huggingface_hub import EvalResult, ModelCard
 
 from ..data.sources import MNIST_HUB_ID
 from ..paper_figures import EPM_JEPA_SIGMA_EMBED_SAFETY_THRESHOLD
 from .common import (
     GENERATED_DATA_NOTE,
-    LIBRARY_NAME,
-    LICENSE,
-    MODEL_ID_PLACEHOLDER,
-    _as_dict,
+    CardInputs,
     _config_rows,
     _data_is_mnist,
     _digit_sources,
+    _eval_results,
     _format_value,
     _is_number,
     _number,
@@ -28,6 +26,7 @@ from .common import (
     _starting_point,
     _training_rows,
     _version,
+    card_renderer,
 )
 
 __all__ = ["ADAPTER_FOLDER", "CARD_TAGS", "render_card", "result_rows"]
@@ -79,7 +78,7 @@ def result_rows(metrics: Mapping[str, Any]) -> list[tuple[str, str]]:
     return rows + _run_rows(metrics, data_label="Digit source")
 
 
-def _eval_results(metrics: Mapping, mnist: bool, data_source: str | None) -> list[EvalResult]:
+def _epm_jepa_eval_results(metrics: Mapping, mnist: bool, data_source: str | None) -> list[EvalResult]:
     digits = "MNIST test digits" if mnist else (f"{data_source} (not MNIST)" if data_source else "unknown digits")
     dataset = dict(
         dataset_type="moving-mnist-gravity",
@@ -89,24 +88,11 @@ def _eval_results(metrics: Mapping, mnist: bool, data_source: str | None) -> lis
     task = dict(
         task_type="latent-world-model", task_name="One-step latent prediction (normalised error D, lower is better)"
     )
-    results = []
-    for key, config_name, name in (
-        ("d_shift", "shift", "D_shift (shifted gravity)"),
-        ("d_train", "train", "D on the training distribution (g = 0)"),
-    ):
-        value = metrics.get(key)
-        if _is_number(value):
-            results.append(
-                EvalResult(
-                    **task,
-                    **dataset,
-                    metric_type="normalized_prediction_error",
-                    metric_value=float(value),
-                    metric_name=name,
-                    metric_config=config_name,
-                )
-            )
-    return results
+    entries = (
+        ("d_shift", "normalized_prediction_error", "D_shift (shifted gravity)", "shift"),
+        ("d_train", "normalized_prediction_error", "D on the training distribution (g = 0)", "train"),
+    )
+    return _eval_results(metrics, task, dataset, entries)
 
 
 def _reproduction_text(reproduction: Any) -> tuple[str | None, str | None]:
@@ -142,32 +128,15 @@ def _reproduction_text(reproduction: Any) -> tuple[str | None, str | None]:
     return reproduction.table, note
 
 
-def render_card(
-    config,
-    metrics: Mapping[str, Any] | None,
-    training_args: Any = None,
-    data_args: Any = None,
-    reproduction: Any = None,
-    *,
-    repo_id: str | None = None,
-    base_model: str | None = None,
-) -> ModelCard:
+def _render_epm_jepa(card: CardInputs) -> ModelCard:
     """The model card of an EPM-JEPA checkpoint (any track, pretraining or experience stage).
 
-    Args:
-        config: the `EpmJepaConfig` of the model.
-        metrics: what `EpmJepaRecipe.evaluate` and the trainer recorded (or `eval_results.json` loaded back); only
-            the keys present are shown and put in the `model-index` (D_shift and D on g = 0).
-        training_args / data_args: `TrainingArguments` / `EpmJepaDataArguments` (dataclasses or dicts), optional.
-        reproduction: optional `ReproductionResult` returned by `reproduce_epm_jepa`: its `.table` is shown with a
-            settings line read from its `.summary`.
-        repo_id: Hub id shown in the usage snippet; default :data:`MODEL_ID_PLACEHOLDER`, which `push_to_hub`
-            replaces with the real id.
-        base_model: the base an experience run (`stage="adapt"`) started from (`init_from`): the card's `base_model`.
+    config: the `EpmJepaConfig` of the model. metrics: what `EpmJepaRecipe.evaluate` and the trainer recorded (the
+    `model-index` holds D_shift and D on g = 0). data_args: `EpmJepaDataArguments`. reproduction: optional
+    `ReproductionResult` returned by `reproduce_epm_jepa`: its `.table` is shown with a settings line read from its
+    `.summary`. base_model: the base an experience run (`stage="adapt"`) started from (`init_from`).
     """
-    metrics = dict(metrics or {})
-    training = _as_dict(training_args)
-    data = _as_dict(data_args)
+    config, metrics, training, data = card.config, card.metrics, card.training, card.data
     mnist = _data_is_mnist(metrics, data)
     dataset_ids, provenance_lines = _digit_sources(metrics, data, mnist)
     provenance_lines.append(
@@ -176,22 +145,21 @@ def render_card(
         + "."
     )
     # The experience phase trains the base's weights further (track C's LoRA adapter is also saved on its own).
-    base_id, relation, start_line = _starting_point(base_model, "finetune", "Started from the pretrained EPM-JEPA base")
+    base_id, relation, start_line = _starting_point(
+        card.base_model, "finetune", "Started from the pretrained EPM-JEPA base"
+    )
     track = config.track
     stage = metrics.get("stage") or data.get("stage")
     model_name = f"epm-jepa-{track}" + ("-base" if stage == "pretrain" else "")
-    remote_code = bool(getattr(config, "auto_map", None))
 
-    card_data = ModelCardData(
-        library_name="transformers" if remote_code else LIBRARY_NAME,
-        license=LICENSE,
-        tags=[*CARD_TAGS, LIBRARY_NAME],
+    card_data = card.card_data(
+        CARD_TAGS,
         pipeline_tag="image-feature-extraction",
         base_model=base_id,
         base_model_relation=relation,
         datasets=dataset_ids or None,
         model_name=model_name,
-        eval_results=_eval_results(metrics, mnist, metrics.get("data_source")) or None,
+        eval_results=_epm_jepa_eval_results(metrics, mnist, metrics.get("data_source")) or None,
     )
 
     training_rows = _training_rows(training, metrics)
@@ -224,7 +192,7 @@ def render_card(
             f"Digits: {metrics['data_source']}. These are not MNIST digits, so the numbers are not "
             "comparable with the paper's."
         )
-    reproduction_table, reproduction_note = _reproduction_text(reproduction)
+    reproduction_table, reproduction_note = _reproduction_text(card.reproduction)
 
     return _render(
         "epm_jepa.md",
@@ -238,7 +206,7 @@ def render_card(
         uses_memory=track in ("ei", "epm"),
         has_adapter=track == "epm",
         adapter_folder=ADAPTER_FOLDER,
-        model_id=repo_id or MODEL_ID_PLACEHOLDER,
+        model_id=card.model_id,
         image_size=config.image_size,
         num_channels=config.num_channels,
         context_length=config.context_length,
@@ -257,7 +225,7 @@ def render_card(
         shift_range=shift_range,
         data_note=data_note,
         data_is_mnist=mnist,
-        remote_code=remote_code,
+        remote_code=card.remote_code,
         diagnostics_plot=metrics.get("diagnostics_plot"),
         d_shift_text=_number(metrics["d_shift"]) if _is_number(metrics.get("d_shift")) else None,
         copy_last_text=(
@@ -267,3 +235,6 @@ def render_card(
         reproduction_note=reproduction_note,
         hf_jepa_version=_version(),
     )
+
+
+render_card = card_renderer(_render_epm_jepa)

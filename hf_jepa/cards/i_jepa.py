@@ -6,14 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from huggingface_hub import ModelCard, ModelCardData
+from huggingface_hub import ModelCard
 
 from ..data.sources import MNIST_HUB_ID
 from .common import (
-    LIBRARY_NAME,
-    LICENSE,
-    MODEL_ID_PLACEHOLDER,
-    _as_dict,
+    CardInputs,
     _data_is_mnist,
     _digit_sources,
     _format_value,
@@ -23,6 +20,7 @@ from .common import (
     _settings_rows,
     _starting_point,
     _version,
+    card_renderer,
 )
 from .t_jepa import own_config_rows, paradox_eval_results, paradox_result_rows, reproduction_table
 
@@ -37,31 +35,18 @@ def result_rows(metrics: Mapping[str, Any]) -> list[tuple[str, str]]:
     return paradox_result_rows(metrics, image=True)
 
 
-def render_card(
-    config,
-    metrics: Mapping[str, Any] | None,
-    training_args: Any = None,
-    data_args: Any = None,
-    reproduction: Any = None,
-    *,
-    repo_id: str | None = None,
-    base_model: str | None = None,
-) -> ModelCard:
+def _render_i_jepa(card: CardInputs) -> ModelCard:
     """The model card of an I-JEPA checkpoint, the image control of the JEPA-paradox study.
 
-    Args:
-        config: the `IJepaConfig` of the model (`backbone_config` a ViTConfig; `pixel_mean` / `pixel_std`).
-        metrics: as for `cards.t_jepa.render_card` (`probe_accuracy` is digit classification here); only the keys
-            present are shown.
-        training_args / data_args / reproduction / repo_id / base_model: as for `cards.t_jepa.render_card`.
+    config: the `IJepaConfig` of the model (`backbone_config` a ViTConfig; `pixel_mean` / `pixel_std`). metrics,
+    reproduction: as for `cards.t_jepa.render_card` (`probe_accuracy` is digit classification here). base_model: the
+    I-JEPA checkpoint training started from (relation `finetune`).
     """
-    metrics = dict(metrics or {})
-    training, data = _as_dict(training_args), _as_dict(data_args)
+    config, metrics, training, data = card.config, card.metrics, card.training, card.data
     backbone = config.backbone_config
     mnist = _data_is_mnist(metrics, data)
     dataset_ids, provenance_lines = _digit_sources(metrics, data, mnist)
-    base_id, relation, start_line = _starting_point(base_model, "finetune", "Started from the I-JEPA checkpoint")
-    remote_code = bool(getattr(config, "auto_map", None))
+    base_id, relation, start_line = _starting_point(card.base_model, "finetune", "Started from the I-JEPA checkpoint")
     if mnist:
         dataset = dict(dataset_type=MNIST_HUB_ID, dataset_name="MNIST", dataset_split="test")
     else:
@@ -77,10 +62,8 @@ def render_card(
         dataset,
         None,
     )
-    card_data = ModelCardData(
-        library_name="transformers" if remote_code else LIBRARY_NAME,
-        license=LICENSE,
-        tags=[*CARD_TAGS, LIBRARY_NAME],
+    card_data = card.card_data(
+        CARD_TAGS,
         pipeline_tag="image-feature-extraction",
         base_model=base_id,
         base_model_relation=relation,
@@ -89,7 +72,7 @@ def render_card(
         eval_results=eval_results or None,
     )
     training_rows, data_rows = _settings_rows(training, data, metrics)
-    table, note = reproduction_table(reproduction, "Run")
+    table, note = reproduction_table(card.reproduction, "Run")
     image_size, patch_size = backbone.image_size, backbone.patch_size
     data_note = None
     if not mnist and metrics.get("data_source"):
@@ -98,7 +81,7 @@ def render_card(
         "i_jepa.md",
         card_data,
         title="I-JEPA baseline (image control of the JEPA-paradox study, ViT backbone)",
-        model_id=repo_id or MODEL_ID_PLACEHOLDER,
+        model_id=card.model_id,
         hidden_size=backbone.hidden_size,
         num_layers=backbone.num_hidden_layers,
         num_heads=backbone.num_attention_heads,
@@ -121,7 +104,7 @@ def render_card(
         data_note=data_note,
         device=metrics.get("device"),
         data_source=metrics.get("data_source"),
-        remote_code=remote_code,
+        remote_code=card.remote_code,
         diagnostics_plot=metrics.get("diagnostics_plot"),
         mi_text=_number(metrics["mi_proxy"]) if _is_number(metrics.get("mi_proxy")) else None,
         rank_text=_number(metrics["effective_rank"], 2) if _is_number(metrics.get("effective_rank")) else None,
@@ -129,3 +112,6 @@ def render_card(
         reproduction_note=note,
         hf_jepa_version=_version(),
     )
+
+
+render_card = card_renderer(_render_i_jepa)

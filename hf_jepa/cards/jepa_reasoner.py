@@ -6,15 +6,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from huggingface_hub import EvalResult, ModelCard, ModelCardData
+from huggingface_hub import EvalResult, ModelCard
 
 from .common import (
     GENERATED_DATA_NOTE,
-    LIBRARY_NAME,
-    LICENSE,
-    MODEL_ID_PLACEHOLDER,
-    _as_dict,
+    CardInputs,
     _config_rows,
+    _eval_results,
     _format_value,
     _is_number,
     _number,
@@ -22,6 +20,7 @@ from .common import (
     _render,
     _settings_rows,
     _starting_point,
+    card_renderer,
 )
 
 __all__ = ["CARD_TAGS", "PIPELINE_TAGS", "render_card", "result_rows"]
@@ -99,7 +98,7 @@ def result_rows(metrics: Mapping[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
-def _eval_results(metrics: Mapping[str, Any], model_type: str, data: Mapping[str, Any]) -> list[EvalResult]:
+def _reasoning_eval_results(metrics: Mapping[str, Any], model_type: str, data: Mapping[str, Any]) -> list[EvalResult]:
     """`model-index` entries of the metrics present: answer accuracy (and the shuffled-chain ablation) of a system
     that writes text; the latent-prediction cosines and loss of the reasoner alone."""
     task = data.get("task") or "reasoning"
@@ -123,18 +122,7 @@ def _eval_results(metrics: Mapping[str, Any], model_type: str, data: Mapping[str
             ("accuracy_shuffled_chain", "accuracy", "Accuracy with another example's latent chain", "shuffled_chain"),
         )
         kind = dict(task_type="text-generation", task_name=f"Answering {task} prompts")
-    return [
-        EvalResult(
-            **kind,
-            **dataset,
-            metric_type=metric_type,
-            metric_value=float(metrics[key]),
-            metric_name=name,
-            metric_config=config_name,
-        )
-        for key, metric_type, name, config_name in entries
-        if _is_number(metrics.get(key))
-    ]
+    return _eval_results(metrics, kind, dataset, entries)
 
 
 def _architecture_rows(config) -> list[tuple[str, str]]:
@@ -164,35 +152,21 @@ def _architecture_rows(config) -> list[tuple[str, str]]:
     return rows
 
 
-def render_card(
-    config,
-    metrics: Mapping[str, Any] | None,
-    training_args: Any = None,
-    data_args: Any = None,
-    reproduction: Any = None,
-    *,
-    repo_id: str | None = None,
-    example_prompt: str | None = None,
-    base_model: str | None = None,
-) -> ModelCard:
+def _render_jepa_reasoner(card: CardInputs, *, example_prompt: str | None = None) -> ModelCard:
     """The model card of any JEPA-Reasoner-family checkpoint: the reasoner, a Talker, the reasoner+Talker pair, or
-    one of the coupled baselines (chosen by `config.model_type`). Only the metrics present are shown.
+    one of the coupled baselines (chosen by `config.model_type`).
 
-    Args:
-        config / metrics / training_args / data_args / repo_id: as for the other families' `render_card`.
-        reproduction: accepted for the common signature; this card has no reproduction section.
-        example_prompt: the prompt of the usage snippet (e.g. the first eval example's); a fixed example if None.
-        base_model: the reasoner a Talker (or the pair) was trained on (data setting `reasoner`: a Hub id or a
-            folder): the card's `base_model`. The Talker's weights do not derive from it, so no relation is set.
+    reproduction: not read; this card has no reproduction section. example_prompt (keyword-only): the prompt of the
+    usage snippet (e.g. the first eval example's); a fixed example if None. base_model: the reasoner a Talker (or the
+    pair) was trained on (data setting `reasoner`: a Hub id or a folder); the Talker's weights do not derive from it,
+    so no relation is set.
     """
-    metrics = dict(metrics or {})
-    training, data = _as_dict(training_args), _as_dict(data_args)
+    config, metrics, training, data = card.config, card.metrics, card.training, card.data
     model_type = config.model_type
     role, model_name, role_text = _ROLES.get(model_type, (model_type, model_type, ""))
-    remote_code = bool(getattr(config, "auto_map", None))
     training_rows, data_rows = _settings_rows(training, data, metrics)
     base_id, _, start_line = _starting_point(
-        base_model if model_type in _TALKER_TYPES else None,
+        card.base_model if model_type in _TALKER_TYPES else None,
         None,
         "The Talker was trained on the latent chains of the JEPA-Reasoner",
     )
@@ -201,14 +175,12 @@ def render_card(
         if data.get("task")
         else "Task: synthetic examples (`hf_jepa.data.reasoning`), "
     )
-    card_data = ModelCardData(
-        library_name="transformers" if remote_code else LIBRARY_NAME,
-        license=LICENSE,
-        tags=[*CARD_TAGS, LIBRARY_NAME],
+    card_data = card.card_data(
+        CARD_TAGS,
         pipeline_tag=PIPELINE_TAGS.get(model_type),
         base_model=base_id,
         model_name=model_name,
-        eval_results=_eval_results(metrics, model_type, data) or None,
+        eval_results=_reasoning_eval_results(metrics, model_type, data) or None,
     )
     steps = getattr(getattr(config, "reasoner_config", config), "num_reasoning_steps", 8)
     return _render(
@@ -218,11 +190,11 @@ def render_card(
         role=role,
         role_text=role_text,
         model_type=model_type,
-        model_id=repo_id or MODEL_ID_PLACEHOLDER,
+        model_id=card.model_id,
         architecture_rows=_architecture_rows(config),
         example_prompt=example_prompt or "n3 n7 , n3 n1 ? n7",
         num_steps=steps,
-        remote_code=remote_code,
+        remote_code=card.remote_code,
         result_rows=result_rows(metrics),
         data_source=metrics.get("data_source"),
         device=metrics.get("device"),
@@ -232,3 +204,6 @@ def render_card(
         data_rows=data_rows,
         provenance_lines=[task_line + GENERATED_DATA_NOTE + ".", *([start_line] if start_line else [])],
     )
+
+
+render_card = card_renderer(_render_jepa_reasoner)

@@ -8,16 +8,14 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from huggingface_hub import EvalResult, ModelCard, ModelCardData
+from huggingface_hub import EvalResult, ModelCard
 
 from ..data.sources import C4_HUB_ID
 from .common import (
     GENERATED_DATA_NOTE,
-    LIBRARY_NAME,
-    LICENSE,
-    MODEL_ID_PLACEHOLDER,
-    _as_dict,
+    CardInputs,
     _config_rows,
+    _eval_results,
     _format_value,
     _is_number,
     _number,
@@ -28,6 +26,7 @@ from .common import (
     _settings_rows,
     _starting_point,
     _version,
+    card_renderer,
     hub_dataset_ids,
 )
 
@@ -167,32 +166,13 @@ def paradox_eval_results(
 ) -> list[EvalResult]:
     """`model-index` entries: the linear probe on `probe_dataset`, and next-sentence retrieval when
     `retrieval_dataset` is given (those of the metrics present)."""
-    results = []
-    if _is_number(metrics.get("probe_accuracy")):
-        results.append(
-            EvalResult(
-                **task,
-                **probe_dataset,
-                metric_type="accuracy",
-                metric_value=float(metrics["probe_accuracy"]),
-                metric_name="Linear-probe accuracy",
-                metric_config="linear_probe",
-            )
-        )
+    results = _eval_results(
+        metrics, task, probe_dataset, [("probe_accuracy", "accuracy", "Linear-probe accuracy", "linear_probe")]
+    )
     if retrieval_dataset is not None:
-        for key, k in (("retrieval_recall_at_1", 1), ("retrieval_recall_at_10", 10)):
-            if _is_number(metrics.get(key)):
-                results.append(
-                    EvalResult(
-                        task_type="sentence-similarity",
-                        task_name="Next-sentence retrieval",
-                        **retrieval_dataset,
-                        metric_type=f"recall_at_{k}",
-                        metric_value=float(metrics[key]),
-                        metric_name=f"Recall@{k}",
-                        metric_config="retrieval",
-                    )
-                )
+        retrieval = dict(task_type="sentence-similarity", task_name="Next-sentence retrieval")
+        entries = [(f"retrieval_recall_at_{k}", f"recall_at_{k}", f"Recall@{k}", "retrieval") for k in (1, 10)]
+        results += _eval_results(metrics, retrieval, retrieval_dataset, entries)
     return results
 
 
@@ -294,36 +274,19 @@ def _text_sources(metrics: Mapping, data: Mapping, c4: bool) -> tuple[list[str],
     return ids, [f"Text: {_format_value(source)} (local files, not on the Hub)."]
 
 
-def render_card(
-    config,
-    metrics: Mapping[str, Any] | None,
-    training_args: Any = None,
-    data_args: Any = None,
-    reproduction: Any = None,
-    *,
-    repo_id: str | None = None,
-    base_model: str | None = None,
-) -> ModelCard:
+def _render_t_jepa(card: CardInputs) -> ModelCard:
     """The model card of a T-JEPA checkpoint, or of one of its text baselines (`config.objective`).
 
-    Args:
-        config: the `TJepaConfig` of the model.
-        metrics: what the T-JEPA recipe and the trainer recorded (or `eval_results.json` loaded back): `objective`,
-            `val_loss`, `mi_proxy`, `effective_rank`, `cosine_mean`, `cosine_variance`, `embedding_std`,
-            `probe_accuracy`, `retrieval_recall_at_1`, `retrieval_recall_at_10`, `irreducible_variance`,
-            `mi_saturation_step`, `divergence_step`, `rank_collapse_step` (None: not observed), `data_source`,
-            `diagnostics_plot` (a PNG file name next to the card), `train_time_s`, `train_steps`, `device`,
-            `num_processes`; other scalar keys get generic rows. Only the keys present are shown.
-        training_args / data_args: `TrainingArguments` / the recipe's data arguments (dataclasses or dicts).
-        reproduction: optional multi-objective reproduction, a `ReproductionResult` or its summary
-            `{"runs": {objective: metrics, ...}, <settings>...}` (see :func:`reproduction_table`).
-        repo_id: Hub id shown in the usage snippets; default :data:`MODEL_ID_PLACEHOLDER`, which `push_to_hub`
-            replaces with the real id.
-        base_model: the pretrained BERT (data setting `backbone`: a Hub id or a folder) the encoder started from, if
-            any: the card's `base_model` (relation `finetune`).
+    config: the `TJepaConfig` of the model. metrics: what the T-JEPA recipe and the trainer recorded: `objective`,
+    `val_loss`, `mi_proxy`, `effective_rank`, `cosine_mean`, `cosine_variance`, `embedding_std`, `probe_accuracy`,
+    `retrieval_recall_at_1`, `retrieval_recall_at_10`, `irreducible_variance`, `mi_saturation_step`,
+    `divergence_step`, `rank_collapse_step` (None: not observed), `data_source`, `diagnostics_plot` (a PNG file name
+    next to the card), `train_time_s`, `train_steps`, `device`, `num_processes`; other scalar keys get generic rows.
+    reproduction: optional multi-objective reproduction, a `ReproductionResult` or its summary
+    `{"runs": {objective: metrics, ...}, <settings>...}` (see :func:`reproduction_table`). base_model: the pretrained
+    BERT (data setting `backbone`: a Hub id or a folder) the encoder started from (relation `finetune`).
     """
-    metrics = dict(metrics or {})
-    training, data = _as_dict(training_args), _as_dict(data_args)
+    config, metrics, training, data = card.config, card.metrics, card.training, card.data
     objective = config.objective
     display, model_name, objective_text = OBJECTIVES.get(objective, (objective, f"t-jepa-{objective}", ""))
     backbone = config.backbone_config
@@ -334,10 +297,9 @@ def render_card(
         backbone.intermediate_size,
     ) == (1024, 24, 16, 4096)
     c4 = _text_data_is_c4(metrics, data)
-    remote_code = bool(getattr(config, "auto_map", None))
     corpus = metrics.get("data_source") or None
     dataset_ids, provenance_lines = _text_sources(metrics, data, c4)
-    base_id, relation, start_line = _starting_point(base_model, "finetune", "Started from the pretrained BERT")
+    base_id, relation, start_line = _starting_point(card.base_model, "finetune", "Started from the pretrained BERT")
     probe_dataset = dict(
         dataset_type="hf-jepa-pydoc-topics",
         dataset_name="CPython documentation sentences, coarse topic classes (hf-jepa)",
@@ -356,10 +318,8 @@ def render_card(
         probe_dataset,
         retrieval_dataset,
     )
-    card_data = ModelCardData(
-        library_name="transformers" if remote_code else LIBRARY_NAME,
-        license=LICENSE,
-        tags=[*CARD_TAGS, *([objective.replace("_", "-")] if objective != "jepa" else []), LIBRARY_NAME],
+    card_data = card.card_data(
+        [*CARD_TAGS, *([objective.replace("_", "-")] if objective != "jepa" else [])],
         pipeline_tag="feature-extraction",
         base_model=base_id,
         base_model_relation=relation,
@@ -368,7 +328,7 @@ def render_card(
         eval_results=eval_results or None,
     )
     training_rows, data_rows = _settings_rows(training, data, metrics)
-    table, note = reproduction_table(reproduction, "Objective")
+    table, note = reproduction_table(card.reproduction, "Objective")
     number = lambda key, digits=4: _number(metrics[key], digits) if _is_number(metrics.get(key)) else None  # noqa: E731
     divergence = metrics.get("divergence_step")
     return _render(
@@ -382,7 +342,7 @@ def render_card(
         objective_text=objective_text,
         is_jepa=objective == "jepa",
         uses_target_encoder=config.uses_target_encoder,
-        model_id=repo_id or MODEL_ID_PLACEHOLDER,
+        model_id=card.model_id,
         hidden_size=backbone.hidden_size,
         num_layers=backbone.num_hidden_layers,
         num_heads=backbone.num_attention_heads,
@@ -406,7 +366,7 @@ def render_card(
         corpus=corpus,
         data_is_c4=c4,
         device=metrics.get("device"),
-        remote_code=remote_code,
+        remote_code=card.remote_code,
         diagnostics_plot=metrics.get("diagnostics_plot"),
         mi_text=number("mi_proxy"),
         rank_text=number("effective_rank", 2),
@@ -420,3 +380,6 @@ def render_card(
         reproduction_note=note,
         hf_jepa_version=_version(),
     )
+
+
+render_card = card_renderer(_render_t_jepa)
