@@ -10,7 +10,7 @@ easy targets with falling rank; the fan-in scale (`pytorch_default`) trains like
 import pytest
 import torch
 
-from hf_jepa.metrics.collapse.measures import cosine_similarity_stats, effective_rank
+from hf_jepa.metrics.collapse import cosine_similarity_stats, effective_rank
 from hf_jepa.modeling.i_jepa import IJepaConfig, IJepaModel
 from hf_jepa.recipes.i_jepa import IJepaDataArguments, IJepaRecipe
 from hf_jepa.trainers import JepaTrainer, TrainingArguments

@@ -2,20 +2,23 @@
 functions over tensors, a per-step diagnostics container with a watchdog, a history that finds the signature's
 three events, and its plot.
 
-The paper tracks five quantities; each has one function here, defined exactly in its docstring:
+The paper tracks five quantities; each has one function here, defined exactly in its docstring, in a module of its
+own concept:
 
-1. MI proxy (`mi_proxy`): the InfoNCE lower bound `log N - L_InfoNCE` in nats, predictions vs targets.
-2. Effective rank of the representation covariance (`effective_rank`): RankMe entropy rank of the *centred*
-   embedding matrix by default.
-3. Pairwise cosine similarity and its variance (`cosine_similarity_stats`), plus the std of l2-normalised embeddings
-   (`embedding_std`, ~1/sqrt(d) healthy, 0 collapsed).
-4. Train/validation loss divergence (`detect_loss_divergence`).
-5. Irreducible conditional target variance from K candidate completions per masked span (the paper uses K = 16):
-   `irreducible_conditional_variance` and `centroid_loss_decomposition`.
+- information (`mi_proxy`, `mi_proxy_details`): the InfoNCE lower bound `log N - L_InfoNCE` in nats, predictions vs
+  targets.
+- rank (`effective_rank`): RankMe entropy rank of the representation covariance (the *centred* embedding matrix) by
+  default.
+- similarity (`cosine_similarity_stats`, `embedding_std`): pairwise cosine similarity and its variance, and the std of
+  l2-normalised embeddings (~1/sqrt(d) healthy, 0 collapsed).
+- divergence (`detect_loss_divergence`, `moving_average`): where the validation loss parts from the training loss.
+- variance (`irreducible_conditional_variance`, `centroid_loss_decomposition`): the irreducible conditional target
+  variance from K candidate completions per masked span (the paper's K: `DEFAULT_NUM_CANDIDATES`).
 
-The published T-JEPA signature (C4 / BERT-Large): the MI proxy saturates early below 0.35 nats while the effective
-rank is still high; train and validation losses part around step 9,340 (validation spikes, train turns erratic);
-then the validation effective rank collapses to ~1.57 while the train rank inflates. I-JEPA's MI keeps rising.
+The published T-JEPA signature (C4 / BERT-Large): the MI proxy saturates early below `PAPER_MI_CEILING_NATS` while the
+effective rank is still high; train and validation losses part around step `PAPER_DIVERGENCE_STEP` (validation
+spikes, train turns erratic); then the validation effective rank collapses to about `PAPER_COLLAPSED_VAL_RANK` while
+the train rank inflates (the figures: `hf_jepa.paper_figures`). I-JEPA's MI keeps rising. The history module's
 `DiagnosticsHistory.failure_signature()` finds the three events (MI saturation, divergence, rank collapse) in a run's
 log records and says whether they come in the paper's order.
 
@@ -24,9 +27,10 @@ integer `step` and keys `"<split>/<metric>"`, split `train` or `val`, metric one
 `cosine_mean`, `cosine_variance`, `embedding_std`, `embedding_std_ratio`, `loss`, `irreducible_variance` (any other
 key is kept and ignored). The trainer's own unprefixed `loss` is read as `train/loss` when `train/loss` is absent.
 
-Modules: `measures` (the functions over tensors), `detection` (loss divergence, `DiagnosticsHistory`), `watchdog`
-(`CollapseWatchdog`, `CollapseDiagnostics`), `plots` (`plot_failure_signature`) and `constants` (the paper's
-figures); every public name is re-exported here.
+Modules: `information`, `rank`, `similarity`, `variance` (the measures, plain functions over tensors), `divergence`,
+`history` (`DiagnosticsHistory` and the failure signature), `watchdog` (`CollapseWatchdog`, `CollapseDiagnostics`),
+`plots` (`plot_failure_signature`, `plot_seed_bands`) and `constants` (the paper's figures, the RankMe epsilon);
+every public name is re-exported here.
 """
 
 # Names outside `__all__` (noqa: F401) stay importable from here, as they were from the single module `collapse.py`.
@@ -38,17 +42,13 @@ from .constants import (  # noqa: F401
     PAPER_MI_CEILING_NATS,
     RANKME_EPSILON,
 )
-from .detection import DiagnosticsHistory, detect_loss_divergence, moving_average
-from .measures import (
-    centroid_loss_decomposition,
-    cosine_similarity_stats,
-    effective_rank,
-    embedding_std,
-    irreducible_conditional_variance,
-    mi_proxy,
-    mi_proxy_details,
-)
+from .divergence import detect_loss_divergence, moving_average
+from .history import DiagnosticsHistory
+from .information import mi_proxy, mi_proxy_details
 from .plots import plot_failure_signature, plot_seed_bands
+from .rank import effective_rank
+from .similarity import cosine_similarity_stats, embedding_std
+from .variance import centroid_loss_decomposition, irreducible_conditional_variance
 from .watchdog import CollapseDiagnostics, CollapseWatchdog
 
 __all__ = [

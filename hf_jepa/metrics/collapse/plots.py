@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 
 from ..figures import pyplot, save_figure
 from .constants import PAPER_MI_CEILING_NATS
-from .detection import DiagnosticsHistory
+from .history import DiagnosticsHistory
 
 _EVENT_STYLES = {
     "mi_saturation_step": (":", "MI saturation"),

@@ -9,8 +9,10 @@ from collections.abc import Mapping
 
 import torch
 
-from .detection import DiagnosticsHistory
-from .measures import cosine_similarity_stats, effective_rank, embedding_std, mi_proxy
+from .history import DiagnosticsHistory
+from .information import mi_proxy
+from .rank import effective_rank
+from .similarity import cosine_similarity_stats, embedding_std
 
 logger = logging.getLogger(__package__)  # "hf_jepa.metrics.collapse", the logger the watchdog documents
 

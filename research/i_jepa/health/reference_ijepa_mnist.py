@@ -16,7 +16,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from hf_jepa.data import MnistSplits
-from hf_jepa.metrics.collapse.measures import effective_rank
+from hf_jepa.metrics.collapse import effective_rank
 from hf_jepa.metrics.downstream import linear_probe_accuracy
 
 p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
