@@ -25,8 +25,8 @@ class CollapseWatchdog:
     returns one message per tripped rule, each logged at WARNING on the `hf_jepa.metrics.collapse` logger when it
     trips (not again at later checks while it stays tripped):
 
-    - effective rank below `max(rank_threshold, rank_fraction * dim)`; defaults 2.0 absolute (the paper's collapsed
-      T-JEPA sits at ~1.57) and no relative part (`rank_fraction=None`; it needs `dim`),
+    - effective rank below `max(rank_threshold, rank_fraction * dim)`; defaults 2.0 absolute (above the paper's collapsed
+      T-JEPA, `PAPER_COLLAPSED_VAL_RANK`) and no relative part (`rank_fraction=None`; it needs `dim`),
     - mean pairwise cosine above `cosine_threshold` (default 0.9),
     - `embedding_std` below `std_fraction / sqrt(dim)` (default 0.1, i.e. a tenth of the isotropic value), read from
       `embedding_std_ratio = embedding_std * sqrt(dim)` when present, else from `embedding_std` with `dim`.
