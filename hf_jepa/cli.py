@@ -52,6 +52,7 @@ from .cli_settings import (
     read_yaml,
     type_annotations,
 )
+from .cli_spaces import add_space_commands
 
 logger = logging.getLogger("hf_jepa.cli")
 
@@ -381,7 +382,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="on an error, print the full traceback too")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(
-        dest="command", required=True, metavar="{train,eval,reproduce,push,push-dataset,configs}"
+        dest="command", required=True, metavar="{train,eval,reproduce,push,push-dataset,demo,space,push-space,configs}"
     )
 
     train = sub.add_parser(
@@ -468,6 +469,8 @@ def build_parser() -> argparse.ArgumentParser:
     push_dataset.add_argument("--commit-message")
     push_dataset.set_defaults(handler=cmd_push_dataset)
 
+    demo, space, push_space = add_space_commands(sub)
+
     configs = sub.add_parser(
         "configs",
         help="list, locate or copy the shipped training and Accelerate launch configs",
@@ -484,7 +487,17 @@ def build_parser() -> argparse.ArgumentParser:
     configs_copy.add_argument("--force", action="store_true", help="overwrite files that already exist")
     configs.set_defaults(handler=cmd_configs, needs_models=False)
     configs_commands = (configs, configs_list, configs_path, configs_copy)
-    for command in (train, evaluate, reproduce, push, push_dataset, *configs_commands):  # `train ... --debug` works too
+    for command in (
+        train,
+        evaluate,
+        reproduce,
+        push,
+        push_dataset,
+        demo,
+        space,
+        push_space,
+        *configs_commands,
+    ):  # `train ... --debug` works too
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     return parser
 

@@ -72,11 +72,13 @@ def upload_in_one_commit(
     commit_description: str | None = None,
     revision: str | None = None,
     create_pr: bool = False,
+    repo_type: str = "model",
+    space_sdk: str | None = None,
 ):
-    """Create `repo_id` if needed and upload `folder` (`folder_files`) in one commit (`huggingface_hub.create_commit`;
-    not `PreTrainedModel.push_to_hub`, which would replace README.md with a default card). README.md is `card` (by
-    default the folder's own), with `MODEL_ID_PLACEHOLDER` replaced by the repo id in memory (`card_for_repo`): the
-    folder is only read. `revision` commits to that branch (created from main when missing); `create_pr=True` opens a
+    """Create `repo_id` (of `repo_type`; a Space with `space_sdk`) if needed and upload `folder` (`folder_files`) in
+    one commit (`huggingface_hub.create_commit`; not `PreTrainedModel.push_to_hub`, which would replace README.md with
+    a default card). README.md is `card` (by default the folder's own), with `MODEL_ID_PLACEHOLDER` replaced by the
+    repo id in memory (`card_for_repo`): the folder is only read. `revision` commits to that branch (created from main when missing); `create_pr=True` opens a
     pull request instead. Returns (the repo's `RepoUrl`, the commit's `CommitInfo`)."""
     from huggingface_hub import CommitOperationAdd, create_branch, create_commit, create_repo
 
@@ -84,7 +86,9 @@ def upload_in_one_commit(
     if card is None and readme.is_file():
         card = readme.read_bytes()
     with quiet_http_loggers():
-        repo_url = create_repo(repo_id, token=token, private=private, exist_ok=True, repo_type="model")
+        repo_url = create_repo(
+            repo_id, token=token, private=private, exist_ok=True, repo_type=repo_type, space_sdk=space_sdk
+        )
         operations = [
             CommitOperationAdd(path_in_repo=path, path_or_fileobj=str(folder / path))
             for path in folder_files(folder)
@@ -94,14 +98,14 @@ def upload_in_one_commit(
             readme_operation = CommitOperationAdd("README.md", card_for_repo(card, repo_url.repo_id))
             operations.insert(0, readme_operation)
         if revision is not None and not revision.startswith("refs/pr/"):
-            create_branch(repo_url.repo_id, branch=revision, token=token, repo_type="model", exist_ok=True)
+            create_branch(repo_url.repo_id, branch=revision, token=token, repo_type=repo_type, exist_ok=True)
         commit = create_commit(
             repo_url.repo_id,
             operations,
             commit_message=commit_message,
             commit_description=commit_description,
             token=token,
-            repo_type="model",
+            repo_type=repo_type,
             revision=revision,
             create_pr=create_pr,
         )
