@@ -76,5 +76,22 @@ docs: $(DOCS_STAMP)
 wheel-check:
 	PYTHON=$(PYTHON) utils/check_wheel.sh
 
+# The browser apps (hf_jepa.spaces) driven in headless chromium: the `spaces-test` extra (gradio, playwright) and
+# Debian's chromium (playwright's own browser download cannot reach its CDN here; apt-get needs root, else install it
+# yourself). HF_JEPA_REQUIRE_BROWSER=1: a missing browser fails instead of skipping.
+.PHONY: test-browser screenshots
+BROWSER_STAMP := $(VENV)/.browser-installed
+$(BROWSER_STAMP): $(STAMP) pyproject.toml
+	$(PY) -m pip install --quiet -e ".[spaces-test]"
+	command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
+	touch $(BROWSER_STAMP)
+
+test-browser: $(BROWSER_STAMP)
+	$(OFFLINE) HF_JEPA_REQUIRE_BROWSER=1 OMP_NUM_THREADS=1 $(PY) -m pytest -q -m browser
+
+# The apps' screenshots in docs/assets/spaces/, taken by the browser tests.
+screenshots: $(BROWSER_STAMP)
+	$(OFFLINE) HF_JEPA_REQUIRE_BROWSER=1 HF_JEPA_SCREENSHOTS=docs/assets/spaces $(PY) -m pytest -q -m browser
+
 clean:
 	rm -rf outputs build dist *.egg-info

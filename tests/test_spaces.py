@@ -22,6 +22,7 @@ from hf_jepa.testing.browser import browser_page, free_port, image_shown, screen
 from hf_jepa.testing.harness import train_quickly
 
 pytest.importorskip("gradio")
+pytestmark = pytest.mark.browser
 
 
 @pytest.fixture(scope="module")
