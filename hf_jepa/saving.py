@@ -307,7 +307,9 @@ def _carry_companions(model, source: Path, destination: Path, identical: bool, w
     code = set()
     for module in modules:
         path = source / f"{module}.py"
-        if path.is_file():
+        # A module save_pretrained wrote is the destination's own: its imports, not the source's, are what it needs
+        # (a folder saved by an older hf-jepa imports files this version no longer writes).
+        if path.is_file() and path.name not in written:
             code |= {Path(p).name for p in [path, *get_relative_import_files(str(path))]}
     code -= written
     for name in sorted(code):

@@ -242,3 +242,18 @@ def test_push_to_hub_uploads_the_complete_folder(trained, hub, tmp_path):
     assert remote["model"].startswith("transformers_modules."), remote["model"]
     model_code = {"configuration_bro_jepa.py", "modeling_bro_jepa.py"}
     assert set(remote["resaved"]) == WEIGHTS_AND_CONFIG | model_code, remote["resaved"]
+
+
+def test_a_folder_from_an_older_version_does_not_carry_code_the_new_save_replaced(trained, tmp_path):
+    """The source's modeling file imports a helper this version no longer writes (as the hub mixins of c27143d): the
+    resave writes its own modeling file, so the old helper is not carried; the pipeline code still is."""
+    old = tmp_path / "old"
+    shutil.copytree(trained["bro-jepa"][0], old)
+    (old / "hub_mixin_bro_jepa.py").write_text("class JepaHubMixin:\n    pass\n")
+    modeling = old / "modeling_bro_jepa.py"
+    modeling.write_text("from .hub_mixin_bro_jepa import JepaHubMixin  # noqa: F401\n" + modeling.read_text())
+    AutoModel.from_pretrained(old).save_pretrained(tmp_path / "resaved")
+    names = {path.name for path in (tmp_path / "resaved").iterdir()}
+    assert "hub_mixin_bro_jepa.py" not in names
+    assert {"modular_arithmetic.py", "base.py", "image_processing_bro_jepa.py", "modeling_bro_jepa.py"} <= names
+    assert "hub_mixin" not in (tmp_path / "resaved" / "modeling_bro_jepa.py").read_text()
