@@ -190,3 +190,27 @@ def test_cli_refuses_public_binding_unless_asked_and_bad_space_arguments(bro_fol
     with pytest.raises(SystemExit):
         main(["space", str(tmp_path / "missing"), "--output", str(tmp_path / "out")])
     assert not (tmp_path / "out").exists()
+
+
+def test_hf_jepa_demo_opens_a_working_page(bro_folder, digit_files):
+    """The command users run: `hf-jepa demo bro-jepa --model DIR` serves the app on loopback until stopped."""
+    port = free_port()
+    command = [sys.executable, "-m", "hf_jepa.cli", "demo", "bro-jepa", "--model", str(bro_folder), "--port", str(port)]
+    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False"}
+    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        url = f"http://127.0.0.1:{port}/"
+        _wait_until_serving(url, process)
+        with browser_page() as page:
+            page.goto(url)
+            page.locator("#status").get_by_text("Model:").wait_for()
+            page.get_by_role("tab", name="Upload").click()
+            upload(page, "#bro-upload", digit_files[0][1])
+            set_slider(page, "#bro-operation", -1)
+            page.locator("#bro-run-upload").click()
+            page.locator("#bro-result").get_by_text("k = -1").wait_for()
+            classify = pipeline("modular-arithmetic", model=str(bro_folder))
+            assert _shown_rows(page) == _expected_table(classify, np.asarray(Image.open(digit_files[0][1])), -1)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
