@@ -328,6 +328,7 @@ def test_pushed_files(hub, pushed):
         "model.safetensors",
         "configuration_epm_jepa.py",
         "modeling_epm_jepa.py",
+        "modeling_epm_jepa_memory.py",
         "README.md",
         "diagnostics.png",
         "eval_results.json",

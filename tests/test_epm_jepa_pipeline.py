@@ -283,7 +283,8 @@ def test_save_pretrained_and_trust_remote_code(pipe, model, saved_dir, videos, t
     directory = tmp_path / "saved-pipe"
     pipe.save_pretrained(directory)
     files = set(os.listdir(directory))
-    assert {"latent_world_model.py", "modeling_epm_jepa.py", "configuration_epm_jepa.py", "model.safetensors"} <= files
+    code = {"latent_world_model.py", "modeling_epm_jepa.py", "modeling_epm_jepa_memory.py", "configuration_epm_jepa.py"}
+    assert code | {"model.safetensors"} <= files
     config = json.loads((directory / "config.json").read_text())
     assert config["custom_pipelines"][TASK]["impl"] == "latent_world_model.LatentWorldModelPipeline"
     assert set(config["auto_map"]) == {"AutoConfig", "AutoModel"}
