@@ -272,7 +272,7 @@ def test_legacy_pickle_checkpoint_loads_only_when_allowed(embedded_splits, tmp_p
     from accelerate import Accelerator
 
     from hf_jepa.trainers.optim import build_optimizer, warmup_cosine_lambda
-    from hf_jepa.trainers.trainer import _RunState
+    from hf_jepa.trainers.trainer import TrainerState
 
     _, straight = train(embedded_splits, tmp_path / "straight", max_steps=4)
     recipe = make_recipe(embedded_splits)
@@ -285,7 +285,7 @@ def test_legacy_pickle_checkpoint_loads_only_when_allowed(embedded_splits, tmp_p
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_cosine_lambda(1, 4))
     accelerator = Accelerator(cpu=True)
     model, optimizer = accelerator.prepare(model, optimizer)
-    accelerator.register_for_checkpointing(scheduler, _RunState())
+    accelerator.register_for_checkpointing(scheduler, TrainerState())
     accelerator.save_state(str(tmp_path / "legacy"))
     with pytest.raises(ValueError, match="pickle"):
         train(embedded_splits, tmp_path / "from-legacy", max_steps=4, resume_from_checkpoint=str(tmp_path / "legacy"))

@@ -382,3 +382,142 @@ def test_tensorboard_tracker_logs_the_losses(embedded_splits, tmp_path):
     steps = [event.step for event in events.Scalars("loss")]
     assert steps == [2, 4]
     assert {"prediction_loss", "variance_loss", "lr", "ema_momentum"} <= set(events.Tags()["scalars"])
+
+
+# ------------------------------------------------------------------------------------------------- time budget
+
+
+class FakeClock:
+    """The trainer's clock (`trainer_module.clock`): time moves only when a test or a recipe advances it."""
+
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+class TimedRecipe(RecordingRecipe):
+    """Batch `step` takes `costs.get(step, 1.0)` seconds of the fake clock (the step's duration, exactly), and records
+    whether the model was in training mode when the batch was drawn."""
+
+    def __init__(self, *args, clock, costs=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.clock, self.costs, self.training_modes = clock, dict(costs or {}), []
+
+    def build_model(self):
+        self.model = super().build_model()
+        return self.model
+
+    def train_batch(self, step, rank, batch_size):
+        self.clock.now += self.costs.get(step, 1.0)
+        self.training_modes.append(self.model.context_encoder.training)
+        return super().train_batch(step, rank, batch_size)
+
+
+def timed_trainer(splits, output_dir, clock, costs=None, **arg_overrides):
+    config = BroJepaConfig.tiny()
+    data_args = BroJepaDataArguments(data="embedded", plot=False, prototype_images=200, eval_images=100)
+    recipe = TimedRecipe(config, data_args, splits=splits, clock=clock, costs=costs)
+    return recipe, JepaTrainer(recipe, make_args(output_dir, **arg_overrides))
+
+
+COSTS = {2: 3.0}  # step durations 1, 1, 3, 1, 1, ... s: a budget of 5.5 s ends after 4 steps (1 + 1 + 3 + 1 = 6 s)
+
+
+def test_time_budget_stops_the_run_and_drives_the_schedules(embedded_splits, tmp_path, monkeypatch):
+    clock = FakeClock()
+    monkeypatch.setattr(trainer_module, "clock", clock)
+    recipe, trainer = timed_trainer(embedded_splits, tmp_path, clock, COSTS, max_train_seconds=5.5, warmup_steps=1)
+    result = trainer.train()
+    spent = [1.0, 2.0, 5.0, 6.0]  # after each step
+    assert [r["step"] for r in result.history] == [1, 2, 3, 4] and trainer.args.max_steps == 1000
+    assert [r["step_time_s"] for r in result.history] == spent
+    assert result.metrics["train_steps"] == 4 and result.metrics["step_time_s"] == 6.0
+    assert result.train_time_s == pytest.approx(6.0)
+    # The cosine follows the fraction of the budget spent (the logged lr is the next step's), not step / max_steps;
+    # the EMA momentum of step k is that of the time spent before it.
+    for record, seconds, before in zip(result.history, spent, [0.0, *spent]):
+        assert record["lr"] == pytest.approx(1e-3 * 0.5 * (1 + math.cos(math.pi * min(1.0, seconds / 5.5))))
+        assert record["ema_momentum"] == pytest.approx(0.996 + 0.004 * before / 5.5)
+    assert result.history[-1]["lr"] == pytest.approx(0.0, abs=1e-12)  # the schedule ends at the budget
+    assert trainer.state.progress == 1.0 and trainer.state.done
+
+
+def test_time_between_steps_is_not_training_time(embedded_splits, tmp_path, monkeypatch):
+    """`steps()`: an evaluation between two steps (100 s of the clock, the model left in eval mode) counts neither
+    towards the budget nor in train_time_s; the next step trains in training mode; the generator returns the
+    result."""
+    clock = FakeClock()
+    monkeypatch.setattr(trainer_module, "clock", clock)
+    recipe, trainer = timed_trainer(embedded_splits, tmp_path, clock, COSTS, max_train_seconds=5.5)
+    run, states = trainer.steps(), []
+    while True:
+        try:
+            state = next(run)
+        except StopIteration as finished:
+            result = finished.value
+            break
+        states.append((state.step, state.step_time_s))
+        clock.now += 100.0
+        recipe.model.eval()
+    assert states == [(1, 1.0), (2, 2.0), (3, 5.0), (4, 6.0)]
+    assert recipe.training_modes == [True] * 4
+    assert result.train_time_s == pytest.approx(6.0) and result.metrics["step_time_s"] == 6.0
+    assert [r["elapsed_s"] for r in result.history] == pytest.approx([1.0, 2.0, 5.0, 6.0])
+
+
+def test_time_budget_resume_keeps_the_spent_time(embedded_splits, tmp_path, monkeypatch):
+    monkeypatch.setattr(trainer_module, "clock", clock := FakeClock())
+    _, straight = timed_trainer(embedded_splits, tmp_path / "straight", clock, COSTS, max_train_seconds=5.5)
+    straight = straight.train()
+    _, first = timed_trainer(embedded_splits, tmp_path / "run", clock, COSTS, max_train_seconds=5.5, save_steps=2)
+    first.train()
+    checkpoint = tmp_path / "run" / "checkpoints" / "checkpoint-2"
+    assert json.loads((checkpoint / "trainer_state.json").read_text())["step_time_s"] == 2.0
+    recipe, resumed = timed_trainer(
+        embedded_splits, tmp_path / "run", clock, COSTS, max_train_seconds=5.5, resume_from_checkpoint="latest"
+    )
+    resumed = resumed.train()
+    assert recipe.requests == [(2, 0), (3, 0)]  # 2 s spent before: 3 + 1 s more reach the budget
+    assert [r["step_time_s"] for r in resumed.history] == [1.0, 2.0, 5.0, 6.0]
+    assert [r["lr"] for r in resumed.history] == [r["lr"] for r in straight.history]
+    for key, value in straight.model.state_dict().items():
+        assert torch.equal(value, resumed.model.state_dict()[key]), key
+
+
+def test_max_train_seconds_validation_and_cli():
+    from hf_jepa.cli_errors import CliError
+    from hf_jepa.cli_settings import build_train_setup, parse_overrides
+
+    for bad in (0, -1.0, float("inf"), float("nan"), "soon", True):
+        with pytest.raises(ValueError, match="max_train_seconds"):
+            TrainingArguments(max_train_seconds=bad)
+    setup = build_train_setup("bro-jepa", parse_overrides(["max_train_seconds=90", "data=embedded"]))
+    assert setup.training_args.max_train_seconds == 90.0
+    assert build_train_setup("bro-jepa", parse_overrides(["data=embedded"])).training_args.max_train_seconds is None
+    with pytest.raises(CliError, match="max_train_seconds"):
+        build_train_setup("bro-jepa", parse_overrides(["max_train_seconds=0"]))
+
+
+def _timed_two_process_worker(output_dir, splits):
+    """Rank 1's steps take twice as long on its own clock; both ranks must stop at rank 0's 4th step (a rank that
+    stopped alone would leave the other waiting in DDP's all-reduce)."""
+    import torch.distributed as dist
+
+    rank = dist.get_rank()
+    trainer_module.clock = clock = FakeClock()
+    recipe, trainer = timed_trainer(
+        splits, Path(output_dir) / "run", clock, {step: 1.0 + rank for step in range(100)}, max_train_seconds=3.5
+    )
+    result = trainer.train()
+    info = {"steps": [r["step_time_s"] for r in result.history], "requests": recipe.requests}
+    Path(f"{output_dir}/rank{rank}.json").write_text(json.dumps(info))
+
+
+def test_two_processes_stop_at_the_same_step_of_a_time_budget(embedded_splits, tmp_path):
+    run_in_two_processes(_timed_two_process_worker, str(tmp_path), embedded_splits, timeout_s=60)
+    infos = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    for rank, info in enumerate(infos):
+        assert info["steps"] == [1.0, 2.0, 3.0, 4.0]  # rank 0's durations on both ranks
+        assert info["requests"] == [[step, rank] for step in range(4)]

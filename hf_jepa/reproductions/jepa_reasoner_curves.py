@@ -5,11 +5,13 @@ accuracy (`hf_jepa.metrics.reasoning.decompose_accuracy`) at every checkpoint.
 
 The clock: each system gets `budget_minutes` of training, counted as the sum of the durations of its optimiser steps
 (batch assembly, the Talker's chain computation, forward, backward, update, EMA); evaluations happen at the
-checkpoints `eval_every_seconds, 2 * eval_every_seconds, ...` and at the budget, and never count. Learning rate
-(linear warm-up over `WARMUP_STEPS` steps, then cosine to 0) and EMA momentum (linear from the config's start to end
-value) follow the fraction of a stage's time budget spent, not a step count, so every run ends its schedule at its
-budget whatever the machine's speed. The accuracy at a checkpoint is what that run had reached then (not what a run
-budgeted to stop there would reach).
+checkpoints `eval_every_seconds, 2 * eval_every_seconds, ...` and at the budget, and never count. Every model (a
+stage) trains through the one trainer (`JepaTrainer.steps()`, stepped here one optimiser step at a time) with its share
+of the budget as `TrainingArguments.max_train_seconds`: learning rate (linear warm-up over `WARMUP_STEPS` steps, then
+cosine to 0), EMA momentum (linear from the config's start to end value) and scheduled sampling follow the fraction of
+a stage's time budget spent, not a step count, so every run ends its schedule at its budget whatever the machine's
+speed. The accuracy at a checkpoint is what that run had reached then (not what a run budgeted to stop there would
+reach).
 
 The reasoner + Talker budget: the total budget counts both stages; the Talker gets `talker_share` of it and the
 reasoner the rest. `talker_schedule="interleaved"` (the default) alternates single steps so that each stage's spent
@@ -23,9 +25,9 @@ noise: `talker_chain_source`, `talker_chain_noise_std`), inside the clock.
 import logging
 import math
 import os
+import tempfile
 import time
 from collections.abc import Callable
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,7 +47,7 @@ from ..recipes.jepa_reasoner import (
     JepaReasonerRecipe,
     talker_training_chains,
 )
-from ..trainers import build_optimizer, ema_update_, seeded_generator
+from ..trainers import JepaTrainer, Recipe, TrainingArguments, seeded_generator
 from .formatting import percent
 from .result import ReproductionResult
 
@@ -84,76 +86,107 @@ CURVE_DEFAULTS = dict(
 )
 
 
+# A stage's run ends by time (its `max_train_seconds`), never by a step count.
+_NO_STEP_LIMIT = 10**12
+
+
+class _StageRecipe(Recipe):
+    """One model of a curve system as the trainer's recipe: built beforehand (a system's models come from one seeded
+    initialisation), batch `step` from `batch(step)`, and no evaluation of its own (the curve evaluates the whole
+    system at its checkpoints). EMA targets and their schedule: the model's own (`Recipe`'s defaults)."""
+
+    def __init__(self, name: str, model: torch.nn.Module, batch: Callable[[int], dict[str, torch.Tensor]]):
+        self.name, self.model, self.batch = name, model, batch
+
+    def build_model(self):
+        return self.model
+
+    def train_batch(self, step: int, rank: int, batch_size: int) -> dict[str, torch.Tensor]:
+        return self.batch(step)
+
+
 @dataclass
 class _Stage:
-    """One trained model of a system with its own optimiser, time budget and schedules."""
+    """One trained model of a system: a trainer run with its share of the budget (`max_train_seconds`), stepped one
+    optimiser step at a time by the curve; `close()` ends it (nothing is saved)."""
 
     name: str
     model: torch.nn.Module
-    batch: Callable[[int], dict[str, torch.Tensor]]
-    budget_s: float
-    ema_momentum: tuple[float, float] | None = None
-    optimizer: torch.optim.Optimizer = field(init=False)
-    base_lr: float = TRAINING_DEFAULTS["learning_rate"]
-    step: int = 0
-    spent_s: float = 0.0
-    skipped_steps: int = 0
+    trainer: JepaTrainer
+    folder: tempfile.TemporaryDirectory
+    run: Any = field(init=False)
 
     def __post_init__(self):
-        self.optimizer = build_optimizer(self.model, self.base_lr, TRAINING_DEFAULTS["weight_decay"])
+        self.run = self.trainer.steps()
+
+    @property
+    def step(self) -> int:
+        return self.trainer.state.step
+
+    @property
+    def spent_s(self) -> float:
+        """This stage's training time (the trainer's `step_time_s`)."""
+        return self.trainer.state.step_time_s
 
     @property
     def fraction(self) -> float:
         """The share of this stage's budget spent (the schedules' clock)."""
-        return min(1.0, self.spent_s / self.budget_s) if self.budget_s > 0 else 1.0
+        return self.trainer.state.progress
 
-    def lr_multiplier(self) -> float:
-        if self.step < WARMUP_STEPS:
-            return (self.step + 1) / WARMUP_STEPS
-        return 0.5 * (1.0 + math.cos(math.pi * self.fraction))
+    @property
+    def finished(self) -> bool:
+        return self.trainer.state.done
+
+    @property
+    def skipped_steps(self) -> int:
+        return self.trainer.state.skipped_steps
+
+    def train_step(self) -> None:
+        next(self.run)
+
+    def close(self) -> None:
+        self.run.close()
+        self.folder.cleanup()
 
 
-def _synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def _train_step(stage: _Stage, mixed_precision: bool) -> None:
-    """One optimiser step of `stage`, its duration added to `stage.spent_s`."""
-    model = stage.model
-    device = model.device
-    _synchronize(device)
-    started = time.perf_counter()
-    model.train()
-    for group in stage.optimizer.param_groups:
-        group["lr"] = stage.base_lr * stage.lr_multiplier()
-    batch = {k: v.to(device) for k, v in stage.batch(stage.step).items()}
-    autocast = torch.autocast(device.type, dtype=torch.bfloat16) if mixed_precision else nullcontext()
-    with autocast:
-        loss = model(**batch).loss
-    if torch.isfinite(loss):
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), TRAINING_DEFAULTS["max_grad_norm"])
-        stage.optimizer.step()
-        if stage.ema_momentum is not None:
-            start, end = stage.ema_momentum
-            momentum = start + (end - start) * stage.fraction
-            for online, target in model.ema_pairs():
-                ema_update_(target, online, momentum)
-    else:  # a non-finite loss: no update (counted in the results)
-        stage.skipped_steps += 1
-    stage.optimizer.zero_grad(set_to_none=True)
-    stage.step += 1
-    _synchronize(device)
-    stage.spent_s += time.perf_counter() - started
+def _stage(name: str, model, batch: Callable[[int], dict], budget_s: float, seed: int, options: dict) -> _Stage:
+    """A stage training `model` on `batch(step)` for `budget_s` seconds with the curves' training settings
+    (`TRAINING_DEFAULTS`; `options`: `batch_size`, `mixed_precision`, and `learning_rate` to change the peak rate; a
+    non-finite loss skips its step, counted in `skipped_steps`)."""
+    folder = tempfile.TemporaryDirectory(prefix=f"hf-jepa-curve-{name}-")  # the trainer's (empty) output folder
+    args = TrainingArguments(
+        output_dir=folder.name,
+        max_steps=_NO_STEP_LIMIT,
+        max_train_seconds=budget_s,
+        per_device_batch_size=options["batch_size"],
+        learning_rate=options.get("learning_rate", TRAINING_DEFAULTS["learning_rate"]),
+        weight_decay=TRAINING_DEFAULTS["weight_decay"],
+        warmup_steps=WARMUP_STEPS,
+        max_grad_norm=TRAINING_DEFAULTS["max_grad_norm"],
+        mixed_precision="bf16" if options["mixed_precision"] else "no",
+        seed=seed,
+        logging_steps=TRAINING_DEFAULTS["logging_steps"],
+        nan_policy="skip",
+        save_model=False,
+        disable_progress_bar=True,
+    )
+    return _Stage(name, model, JepaTrainer(_StageRecipe(name, model, batch), args), folder)
 
 
 def _next_stage(stages: list[_Stage], schedule: str) -> _Stage:
-    """The stage that steps next: the one furthest behind its share (interleaved) or the first unfinished one
+    """The unfinished stage that steps next: the one furthest behind its share (interleaved) or the first
     (sequential)."""
+    unfinished = [s for s in stages if not s.finished]
     if schedule == "sequential":
-        return next((s for s in stages if s.spent_s < s.budget_s), stages[-1])
-    return min(stages, key=lambda s: s.fraction)
+        return unfinished[0]
+    return min(unfinished, key=lambda s: s.fraction)
+
+
+def _train_until(stages: list[_Stage], seconds: float, schedule: str) -> None:
+    """Step the stages (`_next_stage` picks each step's) until their summed training time reaches `seconds` or every
+    stage has spent its budget."""
+    while sum(s.spent_s for s in stages) < seconds and not all(s.finished for s in stages):
+        _next_stage(stages, schedule).train_step()
 
 
 def _device() -> torch.device:
@@ -179,7 +212,7 @@ def _evaluate(system: str, models: dict, data: ReasoningData, decompose: bool) -
 
 def _build_stages(system: str, configs: dict, data_args, data: ReasoningData, seed: int, options: dict) -> list:
     """The stages of `system` (models built under `torch.manual_seed(seed)`, so every system starts from its own
-    seeded initialisation whatever ran before)."""
+    seeded initialisation whatever ran before); `close()` each when done."""
     device = _device()
     budget_s = 60.0 * options["budget_minutes"]
     batch_size = options["batch_size"]
@@ -188,7 +221,7 @@ def _build_stages(system: str, configs: dict, data_args, data: ReasoningData, se
         recipe_class = CoupledRecipe if system == "coupled" else CoconutRecipe
         recipe = recipe_class(configs[system], data_args, seed, data)
         model = recipe.build_model().to(device)
-        return [_Stage(system, model, lambda step: recipe.train_batch(step, 0, batch_size), budget_s)]
+        return [_stage(system, model, lambda step: recipe.train_batch(step, 0, batch_size), budget_s, seed, options)]
     reasoner_recipe = JepaReasonerRecipe(configs["reasoner"], data_args, seed, data)
     reasoner = reasoner_recipe.build_model().to(device)
     talker_config = configs[system]
@@ -203,18 +236,9 @@ def _build_stages(system: str, configs: dict, data_args, data: ReasoningData, se
         reasoner.config.scheduled_sampling_prob = final_sampling_prob * stages[0].fraction
         return reasoner_recipe.train_batch(step, 0, batch_size)
 
-    config = reasoner.config
-    stages.append(
-        _Stage(
-            "reasoner",
-            reasoner,
-            reasoner_batch,
-            budget_s * reasoner_share,
-            ema_momentum=(config.ema_momentum, config.ema_momentum_end),
-        )
-    )
+    stages.append(_stage("reasoner", reasoner, reasoner_batch, budget_s * reasoner_share, seed, options))
     talker_batch = talker_batches(system, reasoner, data, seed, options)
-    stages.append(_Stage("talker", talker, talker_batch, budget_s * options["talker_share"]))
+    stages.append(_stage("talker", talker, talker_batch, budget_s * options["talker_share"], seed, options))
     return stages
 
 
@@ -262,27 +286,30 @@ def run_curve(system: str, configs: dict, data_args, data: ReasoningData, seed: 
         checkpoints.append(budget_s)
     curve, eval_seconds = [], 0.0
     started = time.perf_counter()
-    for checkpoint in checkpoints:
-        while sum(s.spent_s for s in stages) < checkpoint:
-            _train_step(_next_stage(stages, options["talker_schedule"]), options["mixed_precision"])
-        evaluation_started = time.perf_counter()
-        row = {
-            "checkpoint_minutes": checkpoint / 60.0,
-            "train_minutes": sum(s.spent_s for s in stages) / 60.0,
-            **{f"{s.name}_steps": s.step for s in stages},
-            **{f"{s.name}_minutes": s.spent_s / 60.0 for s in stages},
-            **_evaluate(system, models, data, options["decompose"]),
-        }
-        row["eval_seconds"] = time.perf_counter() - evaluation_started
-        eval_seconds += row["eval_seconds"]
-        curve.append(row)
-        logger.info(
-            "curves: %s at %.1f min of training: accuracy %.3f (eval %.1f s)",
-            system,
-            row["train_minutes"],
-            row["accuracy"],
-            row["eval_seconds"],
-        )
+    try:
+        for checkpoint in checkpoints:
+            _train_until(stages, checkpoint, options["talker_schedule"])
+            evaluation_started = time.perf_counter()  # between two trainer steps: off every stage's clock
+            row = {
+                "checkpoint_minutes": checkpoint / 60.0,
+                "train_minutes": sum(s.spent_s for s in stages) / 60.0,
+                **{f"{s.name}_steps": s.step for s in stages},
+                **{f"{s.name}_minutes": s.spent_s / 60.0 for s in stages},
+                **_evaluate(system, models, data, options["decompose"]),
+            }
+            row["eval_seconds"] = time.perf_counter() - evaluation_started
+            eval_seconds += row["eval_seconds"]
+            curve.append(row)
+            logger.info(
+                "curves: %s at %.1f min of training: accuracy %.3f (eval %.1f s)",
+                system,
+                row["train_minutes"],
+                row["accuracy"],
+                row["eval_seconds"],
+            )
+    finally:
+        for stage in stages:
+            stage.close()
     return {
         "label": SYSTEM_LABELS[system],
         "curve": curve,

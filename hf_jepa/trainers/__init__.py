@@ -6,13 +6,14 @@ from .callbacks import JepaEmaCallback
 from .ema import ema_momentum, ema_update_
 from .optim import build_optimizer, parameter_groups, warmup_cosine_lambda
 from .recipe import Recipe, seeded_generator
-from .trainer import JepaTrainer, TrainResult
+from .trainer import JepaTrainer, TrainerState, TrainResult
 
 __all__ = [
     "JepaEmaCallback",
     "JepaTrainer",
     "Recipe",
     "TrainResult",
+    "TrainerState",
     "TrainingArguments",
     "build_optimizer",
     "ema_momentum",

@@ -16,6 +16,17 @@ FSDP_MODES = ("fully_shard",)
 class TrainingArguments:
     """Trainer settings shared by all families (YAML keys / `--set` names of `hf-jepa train`).
 
+    Length and schedules:
+        max_train_seconds: a time budget: the run ends at the first optimiser step that brings its training time to
+            this many seconds (or at `max_steps`, whichever comes first: raise `max_steps` for a run that should end
+            by time), and the learning-rate cosine and the EMA momentum follow the fraction of the budget spent
+            instead of the fraction of `max_steps` (the warm-up still counts `warmup_steps` steps). Training time is
+            the sum of the optimiser steps' durations (batch, forward, backward, update, EMA; on CUDA measured between
+            synchronisations): logging, checkpoints and whatever a caller of `JepaTrainer.steps()` does between steps
+            (an evaluation) are off the clock, and a resumed run continues from the checkpoint's time. Under several
+            processes every rank takes rank 0's step durations, so all stop at the same step. Default: None (the run
+            is `max_steps` long).
+
     Output folder and resume (see docs/reliability.md):
         overwrite_output_dir: a non-empty `output_dir` is refused unless this is set (the folder is then cleared
             first) or a resume is asked for.
@@ -47,6 +58,7 @@ class TrainingArguments:
 
     output_dir: str = "outputs/run"
     max_steps: int = 1000
+    max_train_seconds: float | None = None
     per_device_batch_size: int = 256
     learning_rate: float = 1e-3
     weight_decay: float = 0.05
@@ -75,6 +87,8 @@ class TrainingArguments:
     def __post_init__(self):
         _check_str("output_dir", self.output_dir)
         _check_int("max_steps", self.max_steps, minimum=1)
+        if self.max_train_seconds is not None:
+            _check_float("max_train_seconds", self.max_train_seconds, 0.0, inclusive=False, none_ok=True)
         _check_int(
             "per_device_batch_size", self.per_device_batch_size, minimum=2, why=" (VICReg statistics need a batch)"
         )

@@ -16,15 +16,20 @@ def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
-def warmup_cosine_lambda(warmup_steps: int, total_steps: int, min_lr_ratio: float = 0.0):
-    """LR multiplier: linear warm-up from 0 to 1 over `warmup_steps`, then cosine down to `min_lr_ratio`."""
+def warmup_cosine_lambda(warmup_steps: int, total_steps: int, min_lr_ratio: float = 0.0, progress=None):
+    """The LR multiplier as a function of the step: linear warm-up from 0 to 1 over `warmup_steps`, then cosine down to `min_lr_ratio`
+    over the steps after the warm-up, or, given `progress` (a callable returning the fraction of a time budget spent
+    so far, 0 to 1; `total_steps` is then unused), cosine in that fraction."""
 
     def multiplier(step: int) -> float:
         if step < warmup_steps:
             return (step + 1) / max(warmup_steps, 1)
-        progress = (step - warmup_steps) / max(total_steps - warmup_steps, 1)
-        progress = min(progress, 1.0)
-        return min_lr_ratio + (1.0 - min_lr_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
+        if progress is None:
+            fraction = (step - warmup_steps) / max(total_steps - warmup_steps, 1)
+        else:
+            fraction = progress()
+        fraction = min(fraction, 1.0)
+        return min_lr_ratio + (1.0 - min_lr_ratio) * 0.5 * (1.0 + math.cos(math.pi * fraction))
 
     return multiplier
 

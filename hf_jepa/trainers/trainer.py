@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import time
+from collections.abc import Generator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -18,7 +19,7 @@ from typing import Any
 import torch
 from accelerate import Accelerator
 from accelerate.state import AcceleratorState, PartialState
-from accelerate.utils import ProjectConfiguration, broadcast_object_list, set_seed
+from accelerate.utils import ProjectConfiguration, broadcast, broadcast_object_list, set_seed
 from safetensors.torch import load_file
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel
@@ -42,7 +43,7 @@ from .checkpointing import (
     write_main_files,
 )
 from .custom_pipelines import declare_image_processor_in_config, write_custom_pipelines
-from .ema import ema_momentum, ema_update_
+from .ema import ema_update_
 from .optim import build_optimizer, warmup_cosine_lambda
 from .output_dir import prepare_output_dir
 from .recipe import Recipe
@@ -63,16 +64,41 @@ from .tracking import tracker_setup
 
 logger = logging.getLogger(__name__)
 
+# The clock of `step_time_s` (the time budget), `train_time_s` and the log's `elapsed_s`; a test may put a fake here.
+clock = time.perf_counter
+
 
 @dataclass
-class _RunState:
-    """What the loop carries across a crash: steps done, training time, skipped steps, the log, earlier resumes."""
+class TrainerState:
+    """Where a run stands (`JepaTrainer.state`; what `JepaTrainer.steps()` yields after each optimiser step), carried
+    across a crash by the checkpoints: steps done, training time, skipped steps, the log, earlier resumes.
 
+    `step_time_s` is the time budget's clock (`TrainingArguments.max_train_seconds`): the summed durations of the
+    optimiser steps. `train_time_s` is the loop's wall time, logging and checkpoints included (not the time a caller
+    of `steps()` spends between steps)."""
+
+    max_steps: int = 0
+    max_train_seconds: float | None = None
     step: int = 0
+    step_time_s: float = 0.0
     train_time_s: float = 0.0
     skipped_steps: int = 0
     log_history: list[dict] = field(default_factory=list)
     resumes: list[dict] = field(default_factory=list)
+
+    @property
+    def progress(self) -> float:
+        """The schedules' clock, 0 to 1: the fraction of `max_train_seconds` spent when the run has a time budget,
+        else the fraction of `max_steps` done."""
+        if self.max_train_seconds is not None:
+            return min(1.0, self.step_time_s / self.max_train_seconds)
+        return min(1.0, self.step / self.max_steps) if self.max_steps > 0 else 1.0
+
+    @property
+    def done(self) -> bool:
+        """Whether the run has reached `max_steps` or spent its time budget."""
+        out_of_time = self.max_train_seconds is not None and self.step_time_s >= self.max_train_seconds
+        return self.step >= self.max_steps or out_of_time
 
     # accelerate's `register_for_checkpointing` protocol: only for loading legacy (pickle) checkpoints.
     def state_dict(self):
@@ -117,6 +143,19 @@ def _on_main(accelerator: Accelerator, fn, share: bool = True):
     return result
 
 
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":  # kernels run asynchronously: a step's duration ends when its kernels have
+        torch.cuda.synchronize(device)
+
+
+def _rank0_seconds(accelerator: Accelerator, seconds: float) -> float:
+    """Rank 0's `seconds` on every process: a time budget must end every rank's run at the same step."""
+    if accelerator.num_processes == 1:
+        return seconds
+    value = torch.tensor([seconds], dtype=torch.float64, device=accelerator.device)
+    return float(broadcast(value, from_process=0).item())
+
+
 def _finite_everywhere(accelerator: Accelerator, loss: torch.Tensor) -> bool:
     finite = bool(torch.isfinite(loss.detach()).all())
     if accelerator.num_processes > 1:  # every rank must take the same decision (DDP all-reduces in backward)
@@ -128,11 +167,14 @@ def _finite_everywhere(accelerator: Accelerator, loss: torch.Tensor) -> bool:
 class JepaTrainer:
     """Train a recipe's model with AdamW (no decay on biases/norms), warm-up + cosine LR, EMA targets, gradient
     accumulation, mixed precision, trackers, atomic safetensors checkpoints with exact resume, and a final
-    `save_pretrained` with the model card."""
+    `save_pretrained` with the model card. The run is `max_steps` long, or has a time budget
+    (`TrainingArguments.max_train_seconds`); `train()` runs it to the end, `steps()` one optimiser step at a time."""
 
     def __init__(self, recipe: Recipe, args: TrainingArguments):
         self.recipe = recipe
         self.args = args
+        self.state = TrainerState(args.max_steps, args.max_train_seconds)
+        self.model: PreTrainedModel | None = None  # the model being trained (unwrapped), once a run has started
 
     def _make_accelerator(self) -> Accelerator:
         args = self.args
@@ -158,16 +200,35 @@ class JepaTrainer:
         )
 
     def train(self) -> TrainResult:
+        """Train to the end (`max_steps` or the time budget), evaluate and save (`save_model`): the trained model, its
+        metrics and the log."""
+        run = self.steps()
+        while True:
+            try:
+                next(run)
+            except StopIteration as finished:
+                return finished.value
+
+    def steps(self) -> Generator[TrainerState, None, TrainResult]:
+        """The run one optimiser step at a time: a generator yielding `self.state` after each step; when the run ends
+        it evaluates and saves as `train()` does and returns the `TrainResult` (the `StopIteration` value).
+
+        What the caller does between two steps (an evaluation of `self.model` at a wall-clock checkpoint, say) is not
+        training time: it counts neither towards `max_train_seconds` nor in `train_time_s`, and the next step sets the
+        model back to training mode. Several runs may be stepped in turn in one process (e.g. two models sharing a
+        time budget): accelerate's state is process-wide, so give them the same `mixed_precision` and
+        `gradient_accumulation_steps`. Closing the generator before the end stops the run without evaluating or
+        saving."""
         accelerator = self._make_accelerator()
         _configure_cpu_threads(accelerator)
         quieted = quiet_non_main_logging(accelerator)
         try:
-            return self._train_in_folder(accelerator)
+            return (yield from self._train_in_folder(accelerator))
         finally:
             if quieted is not None:
                 quieted[0].setLevel(quieted[1])
 
-    def _train_in_folder(self, accelerator: Accelerator) -> TrainResult:
+    def _train_in_folder(self, accelerator: Accelerator) -> Generator[TrainerState, None, TrainResult]:
         args = self.args
         resuming = bool(args.resume_from_checkpoint)
         lock = _on_main(
@@ -185,13 +246,17 @@ class JepaTrainer:
                         args.resume_from_checkpoint, args.output_dir, args.allow_pickle_checkpoints
                     ),
                 )
-            return self._train(accelerator, checkpoint)
+            return (yield from self._train(accelerator, checkpoint))
         finally:
             if lock is not None:
                 lock.release()
 
-    def _train(self, accelerator: Accelerator, checkpoint: tuple[Path, bool] | None) -> TrainResult:
+    def _train(
+        self, accelerator: Accelerator, checkpoint: tuple[Path, bool] | None
+    ) -> Generator[TrainerState, None, TrainResult]:
         args, recipe = self.args, self.recipe
+        self.state = run = TrainerState(args.max_steps, args.max_train_seconds)
+        timed = args.max_train_seconds is not None
         set_seed(args.seed)
         logger.info(
             "Training %s on %s x %d process(es), mixed precision %s",
@@ -207,7 +272,9 @@ class JepaTrainer:
         if args.fsdp == "fully_shard":  # torch-native FSDP2: shards in place; accelerate must not wrap it in DDP
             model = apply_fully_shard(model.to(accelerator.device), accelerator.device)
         optimizer = build_optimizer(model, args.learning_rate, args.weight_decay)
-        lr_lambda = warmup_cosine_lambda(args.warmup_steps, args.max_steps, args.min_lr_ratio)
+        # With a time budget the cosine follows the fraction of it spent (read when the scheduler steps).
+        spent = (lambda: run.progress) if timed else None
+        lr_lambda = warmup_cosine_lambda(args.warmup_steps, args.max_steps, args.min_lr_ratio, progress=spent)
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda)
         set_deepspeed_batch_size(accelerator, args.per_device_batch_size, args.max_grad_norm)
         if args.fsdp == "fully_shard":
@@ -217,10 +284,9 @@ class JepaTrainer:
         refuse_sharded_checkpoints(args, accelerator, model)
         sharded = holds_sharded_parameters(accelerator, model)
         # The scheduler is stepped by hand once per optimiser step (a prepared one steps once per process).
-        unwrapped = accelerator.unwrap_model(model)
+        self.model = unwrapped = accelerator.unwrap_model(model)
         objects = SimpleNamespace(model=unwrapped, optimizer=optimizer, scheduler=scheduler)
         objects.settings = run_settings(asdict(args), unwrapped.config, recipe.data_settings())
-        run = _RunState()
         if checkpoint is not None:
             self._resume(accelerator, checkpoint, objects, run)
         if args.log_with:
@@ -231,14 +297,14 @@ class JepaTrainer:
         ema_pairs = recipe.ema_pairs(unwrapped)
         momentum_start, momentum_end = recipe.ema_schedule(unwrapped)
         history = run.log_history
-        progress = tqdm(
-            total=args.max_steps,
-            initial=run.step,
+        progress = tqdm(  # with a time budget, the bar counts its seconds
+            total=args.max_train_seconds if timed else args.max_steps,
+            initial=run.step_time_s if timed else run.step,
+            unit="s" if timed else "it",
             desc=f"train {recipe.name}",
             disable=args.disable_progress_bar or not accelerator.is_local_main_process,
         )
-        model.train()
-        time_before, start_time = run.train_time_s, time.perf_counter()
+        time_before, start_time = run.train_time_s, clock()
         running: dict[str, float] = {}
         running_count = 0
         accumulation = args.gradient_accumulation_steps
@@ -246,7 +312,11 @@ class JepaTrainer:
         stream = recipe.train_stream(
             accelerator.process_index, accelerator.num_processes, args.per_device_batch_size, run.step * accumulation
         )
-        while run.step < args.max_steps:
+        while not run.done:
+            if timed:
+                _synchronize(accelerator.device)
+            step_started = clock()
+            model.train()  # a caller of `steps()` may have evaluated since the last step
             snapshot = [b.detach().clone() for b in unwrapped.buffers()] if args.nan_policy == "skip" else None
             finite, window = True, {}
             for micro in range(accumulation):
@@ -276,7 +346,7 @@ class JepaTrainer:
                         _next_batch(recipe, stream, index, accelerator.process_index, args)
                     optimizer.zero_grad(set_to_none=True)
 
-            momentum = ema_momentum(run.step, args.max_steps, momentum_start, momentum_end)
+            momentum = momentum_start + (momentum_end - momentum_start) * run.progress  # linear over the run
             if finite:
                 for key, value in window.items():
                     running[key] = running.get(key, 0.0) + value
@@ -289,15 +359,21 @@ class JepaTrainer:
                         buffer.copy_(saved)
                 run.skipped_steps += 1
                 logger.warning("Non-finite loss at optimiser step %d: step skipped (nan_policy='skip')", run.step + 1)
+            if timed:
+                _synchronize(accelerator.device)
+            step_seconds = clock() - step_started
+            run.step_time_s += _rank0_seconds(accelerator, step_seconds) if timed else step_seconds
             scheduler.step()
             run.step += 1
-            progress.update(1)
+            progress.update(step_seconds if timed else 1)
 
-            if run.step % args.logging_steps == 0 or run.step == args.max_steps:
+            if run.step % args.logging_steps == 0 or run.done:
                 record = {k: v / running_count for k, v in running.items()} if running_count else {}
                 record = reduce_mean(accelerator, record)  # the mean over ranks of each rank's mean
                 record.update(step=run.step, lr=scheduler.get_last_lr()[0], ema_momentum=momentum)
-                record["elapsed_s"] = time_before + time.perf_counter() - start_time
+                record["elapsed_s"] = time_before + clock() - start_time
+                if timed:
+                    record["step_time_s"] = run.step_time_s
                 if args.nan_policy == "skip":
                     record["skipped_steps"] = run.skipped_steps
                 if accelerator.is_main_process or sharded:  # a sharded forward is a collective: every rank runs it
@@ -308,12 +384,23 @@ class JepaTrainer:
                 accelerator.log({k: v for k, v in record.items() if k != "step"}, step=run.step)
                 progress.set_postfix(loss=f"{record.get('loss', float('nan')):.4f}")
                 running, running_count = {}, 0
-            if args.save_steps and run.step % args.save_steps == 0 and run.step < args.max_steps:
-                run.train_time_s = time_before + time.perf_counter() - start_time
+            if args.save_steps and run.step % args.save_steps == 0 and not run.done:
+                run.train_time_s = time_before + clock() - start_time
                 self._save_checkpoint(accelerator, objects, run)
+            paused = clock()
+            yield run
+            start_time += clock() - paused  # the caller's time between steps is not the loop's
         progress.close()
         del stream  # stops the DataLoader workers of a streamed source
-        train_time = time_before + time.perf_counter() - start_time
+        run.train_time_s = train_time = time_before + clock() - start_time
+        if timed and run.step_time_s < args.max_train_seconds:
+            logger.warning(
+                "Stopped at max_steps=%d after %.1f s of the max_train_seconds=%g budget: the schedules did not reach "
+                "their end (raise max_steps for a run that ends by time)",
+                args.max_steps,
+                run.step_time_s,
+                args.max_train_seconds,
+            )
         accelerator.wait_for_everyone()
 
         unwrapped = accelerator.unwrap_model(model)
@@ -329,7 +416,9 @@ class JepaTrainer:
             recipe.finalize(unwrapped)
             metrics = recipe.evaluate(unwrapped, args.output_dir)
             metrics["train_time_s"] = round(train_time, 2)
-            metrics["train_steps"] = args.max_steps
+            metrics["train_steps"] = run.step
+            if timed:
+                metrics["step_time_s"] = round(run.step_time_s, 2)
             metrics["num_processes"] = accelerator.num_processes
             metrics["device"] = str(accelerator.device)
             peak = peak_memory_gib(accelerator.device)
@@ -349,7 +438,7 @@ class JepaTrainer:
 
     # ------------------------------------------------------------------------------------------ checkpoints
 
-    def _save_checkpoint(self, accelerator: Accelerator, objects: SimpleNamespace, run: _RunState) -> None:
+    def _save_checkpoint(self, accelerator: Accelerator, objects: SimpleNamespace, run: TrainerState) -> None:
         """Write `checkpoints/checkpoint-<step>` through a temporary folder (see `checkpointing.py`)."""
         args = self.args
         accelerator.wait_for_everyone()
@@ -361,6 +450,7 @@ class JepaTrainer:
             trainer_state = {
                 "step": run.step,
                 "train_time_s": run.train_time_s,
+                "step_time_s": run.step_time_s,
                 "skipped_steps": run.skipped_steps,
                 "log_history": json.loads(json.dumps(run.log_history, default=float)),
                 "resumes": run.resumes,
@@ -429,6 +519,8 @@ class JepaTrainer:
                 "%s has no random state for process %d: resume may not be exact", folder, accelerator.process_index
             )
         run.step, run.train_time_s, run.skipped_steps = state["step"], state["train_time_s"], state["skipped_steps"]
+        # A checkpoint written before the time budget existed: its loop time is the closest measure.
+        run.step_time_s = state.get("step_time_s", state["train_time_s"])
         run.log_history = list(state["log_history"])
         run.resumes = list(state["resumes"]) + [{"step": run.step, "checkpoint": str(folder), "changes": differences}]
         later = [p for s, p in complete_checkpoints(args.output_dir) if s > run.step]

@@ -31,7 +31,7 @@ from hf_jepa.data.reasoning import ReasoningData
 from hf_jepa.metrics.reasoning import answer_candidate_ids, contextual_candidate_similarities, reasoner_chains
 from hf_jepa.recipes.jepa_reasoner import JepaReasonerDataArguments
 from hf_jepa.reproductions.jepa_reasoner import cpu_configs
-from hf_jepa.reproductions.jepa_reasoner_curves import CURVE_DEFAULTS, _build_stages, _configs, _train_step
+from hf_jepa.reproductions.jepa_reasoner_curves import CURVE_DEFAULTS, _build_stages, _configs, _train_until
 
 
 def candidate_scores(reasoner, ev, chain, candidates, steps):
@@ -94,18 +94,21 @@ def main(output: Path, budget_minutes: float, every_minutes: float, overrides: d
     # The reasoner stage of a dual run whose reasoner share (1 - talker_share = 0.7) is the budget.
     options = {**CURVE_DEFAULTS, "budget_minutes": budget_minutes / 0.7, "mixed_precision": True, "batch_size": 64}
     options["scheduled_sampling_prob"] = training.get("scheduled_sampling_prob", 0.0)
-    stage = _build_stages("dual", configs, data_args, data, training.get("seed", 0), options)[0]
-    stage.base_lr = training.get("learning_rate", stage.base_lr)  # _train_step sets each step's lr from it
+    if "learning_rate" in training:
+        options["learning_rate"] = training["learning_rate"]  # the stages' peak rate (the trainer's learning_rate)
+    stages = _build_stages("dual", configs, data_args, data, training.get("seed", 0), options)
+    stage = stages[0]
     result = {"overrides": overrides, "training": training, "torch_threads": torch.get_num_threads()}
     result["checkpoints"] = []
     started = time.perf_counter()
     for k in range(1, int(budget_minutes / every_minutes + 1e-9) + 1):
-        while stage.spent_s < 60 * every_minutes * k:
-            _train_step(stage, True)
+        _train_until([stage], 60 * every_minutes * k, "sequential")
         result["checkpoints"].append(evaluate(stage.model, data, stage))
         print(json.dumps(result["checkpoints"][-1]), flush=True)
         result["wall_seconds"] = time.perf_counter() - started
         output.write_text(json.dumps(result, indent=1))
+    for each in stages:
+        each.close()
 
 
 if __name__ == "__main__":

@@ -51,9 +51,8 @@ from hf_jepa.reproductions.jepa_reasoner_curves import (
     CURVE_DEFAULTS,
     _build_stages,
     _configs,
-    _next_stage,
-    _Stage,
-    _train_step,
+    _stage,
+    _train_until,
     talker_batches,
 )
 
@@ -72,13 +71,15 @@ def train_reasoner(folder: Path, budget_minutes: float, nodes: int, overrides: d
     configs = _configs(cpu_configs, data, False, overrides)
     # The reasoner stage of a pair whose reasoner share (1 - talker_share = 0.7) is the budget.
     options = {**CURVE_DEFAULTS, "budget_minutes": budget_minutes / 0.7, "mixed_precision": True, "batch_size": 64}
-    stage = _build_stages("dual", configs, data_args, data, 0, options)[0]
+    stages = _build_stages("dual", configs, data_args, data, 0, options)
+    stage = stages[0]
     started = time.perf_counter()
-    while stage.spent_s < 60 * budget_minutes:
-        _train_step(stage, True)
+    _train_until([stage], 60 * budget_minutes, "sequential")
     stage.model.save_pretrained(folder)
     summary = {"nodes": nodes, "steps": stage.step, "train_minutes": stage.spent_s / 60, "overrides": overrides}
     summary["wall_seconds"] = time.perf_counter() - started
+    for each in stages:
+        each.close()
     (folder / "training.json").write_text(json.dumps(summary, indent=1))
     print(json.dumps(summary), flush=True)
 
@@ -157,14 +158,15 @@ def train_talkers(folder: Path, output: Path, budget_minutes: float, rows: list[
         talker = (MonoTalkerModel if spec["kind"] == "mono" else DualTalkerModel)(config)
         options = {
             "batch_size": BATCH_SIZE,
+            "mixed_precision": True,
             "talker_chain_source": spec["source"],
             "talker_chain_noise_std": spec["noise"],
         }
         talker_batch = talker_batches(spec["kind"], reasoner, data, 0, options)
-        stage = _Stage("talker", talker, talker_batch, 60 * budget_minutes)
+        stage = _stage("talker", talker, talker_batch, 60 * budget_minutes, 0, options)
         started = time.perf_counter()
-        while stage.spent_s < stage.budget_s:
-            _train_step(stage, True)
+        _train_until([stage], 60 * budget_minutes, "sequential")
+        stage.close()
         talker.eval()
         measured = talker_readings(talker, data, chains, mask)
         measured.update(
@@ -184,8 +186,9 @@ def interleaved_pair(output: Path, budget_minutes: float, nodes: int, system: st
     options = {**CURVE_DEFAULTS, "budget_minutes": budget_minutes, "mixed_precision": True, "batch_size": BATCH_SIZE}
     stages = _build_stages(system, configs, data_args, data, 0, options)
     started = time.perf_counter()
-    while sum(stage.spent_s for stage in stages) < 60 * budget_minutes:
-        _train_step(_next_stage(stages, "interleaved"), True)
+    _train_until(stages, 60 * budget_minutes, "interleaved")
+    for stage in stages:
+        stage.close()
     reasoner, talker = (stage.model.eval() for stage in stages)
     steps = data.max_answer_length
     chains = reasoner_chains(reasoner, data.eval, steps)
