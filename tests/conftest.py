@@ -6,7 +6,6 @@ import os
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 
-import site
 import subprocess
 import sys
 import textwrap
@@ -36,47 +35,15 @@ def mnist_dir() -> Path | None:
     return None
 
 
-# Prepended to every `run_without_hf_jepa` script: the venv's site-packages are put back on sys.path by hand (without
-# their .pth files, so the editable install stays off), and the script stops at once if hf_jepa is importable anyway.
-_WITHOUT_HF_JEPA_PREAMBLE = """
-import sys
-sys.path.extend({site_dirs!r})
-assert {repo!r} not in [p.rstrip("/") for p in sys.path] and "" not in sys.path, sys.path
-try:
-    import hf_jepa
-except ImportError:
-    pass
-else:
-    raise SystemExit("hf_jepa is importable in the subprocess: " + hf_jepa.__file__)
-"""
-
-
 def run_without_hf_jepa(
     code: str, *, cwd: Path, extra_env: dict | None = None, timeout: int = 120
 ) -> subprocess.CompletedProcess:
-    """Run `code` in `python -I -S -c` where hf_jepa is NOT importable (what a trust_remote_code user sees).
+    """Run `code` where hf_jepa is NOT importable (what a trust_remote_code user sees):
+    `hf_jepa.testing.remote_code.run_without_hf_jepa` (imported here on first use, so collecting the suite does not
+    import hf_jepa)."""
+    from hf_jepa.testing.remote_code import run_without_hf_jepa as run
 
-    `-I -S`: no PYTHON* variables, no cwd on sys.path and no site-packages .pth files (so neither the editable install
-    nor the repo is importable); the preamble adds the venv's site-packages back and fails loudly if `import hf_jepa`
-    still works. The environment: PYTHONPATH dropped, HF hub cache and modules cache under `cwd`, HF_HUB_OFFLINE=1
-    and OMP_NUM_THREADS equal to this process's torch thread count (CPU kernels then reduce in the same order, so
-    outputs are bit-equal). `extra_env` goes on top (e.g. `LoopbackHub.env(...)`, which turns the hub back online)."""
-    cwd = Path(cwd)
-    preamble = _WITHOUT_HF_JEPA_PREAMBLE.format(site_dirs=list(site.getsitepackages()), repo=str(REPO_ROOT))
-    script = textwrap.dedent(preamble) + textwrap.dedent(code)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(
-        {
-            "HF_HUB_CACHE": str(cwd / "hf-cache"),
-            "HF_MODULES_CACHE": str(cwd / "hf-modules"),
-            "HF_HUB_OFFLINE": "1",
-            "OMP_NUM_THREADS": str(torch.get_num_threads()),
-        }
-    )
-    env.update(extra_env or {})
-    return subprocess.run(
-        [sys.executable, "-I", "-S", "-c", script], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
-    )
+    return run(code, cwd=cwd, extra_env=extra_env, timeout=timeout)
 
 
 def run_in_terminal(code: str, *, cwd: Path, timeout: int = 240) -> tuple[int, str]:

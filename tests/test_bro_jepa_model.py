@@ -1,10 +1,11 @@
 import math
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
-from hf_jepa.modeling.bro_jepa import BroJepaConfig, BroJepaModel
+from hf_jepa.modeling.bro_jepa import BroJepaConfig, BroJepaImageProcessor, BroJepaModel
 from hf_jepa.modeling.bro_jepa.modeling_bro_jepa import (
     BroJepaAdditivePredictor,
     BroJepaBlockRotationPredictor,
@@ -12,6 +13,7 @@ from hf_jepa.modeling.bro_jepa.modeling_bro_jepa import (
     vicreg_covariance_loss,
     vicreg_variance_loss,
 )
+from hf_jepa.testing.family_tester import BadInput, FamilyTester, Variant
 
 
 def tiny_model(**overrides) -> BroJepaModel:
@@ -278,52 +280,10 @@ def test_supervised_objective():
     assert model(images(), 1).loss is None  # no labels, no loss
 
 
-def test_save_and_reload_keeps_angles_prototypes_and_frozen_target(tmp_path):
-    model = tiny_model()
-    model.fill_class_prototypes(images(20, seed=3), torch.arange(20) % 10)
-    model.save_pretrained(tmp_path)
-    loaded = BroJepaModel.from_pretrained(tmp_path)
-    expected, actual = model.state_dict(), loaded.state_dict()
-    assert expected.keys() == actual.keys()
-    for key in expected:
-        assert torch.equal(expected[key], actual[key]), key
-    assert all(not p.requires_grad for p in loaded.target_encoder.parameters())
-    assert loaded.has_class_prototypes()
+# ---------------------------------------------------------------------------------------------------- config
 
 
-# ------------------------------------------------------------------------------------------------------ validation
-
-
-@pytest.mark.parametrize(
-    "overrides, field",
-    [
-        (dict(latent_dim=15), "latent_dim"),
-        (dict(latent_dim=0), "latent_dim"),
-        (dict(encoder_type="vit"), "encoder_type"),
-        (dict(modulus=1), "modulus"),
-        (dict(modulus=2.5), "modulus"),
-        (dict(objective="contrastive"), "objective"),
-        (dict(predictor_type="transformer"), "predictor_type"),
-        (dict(rotation_frequencies="many"), "rotation_frequencies"),
-        (dict(loss_type="l1"), "loss_type"),
-        (dict(prototype_metric="dot"), "prototype_metric"),
-        (dict(cnn_channels=[]), "cnn_channels"),
-        (dict(mlp_hidden_sizes=[64, 0]), "mlp_hidden_sizes"),
-        (dict(image_size=0), "image_size"),
-        (dict(initial_angle=float("inf")), "initial_angle"),
-        (dict(variance_weight=-1.0), "variance_weight"),
-        (dict(composition_weight=-0.1), "composition_weight"),
-        (dict(ema_momentum=1.5), "ema_momentum"),
-        (dict(ema_momentum_end=-0.1), "ema_momentum_end"),
-        (dict(pixel_std=0.0), "pixel_std"),
-    ],
-)
-def test_config_validation_names_the_field(overrides, field):
-    with pytest.raises(ValueError, match=rf"BroJepaConfig\.{field}\b"):
-        BroJepaConfig.tiny(**overrides)
-
-
-def test_config_defaults_and_round_trip():
+def test_config_defaults_and_the_angle_derived_from_the_modulus():
     config = BroJepaConfig()
     assert (config.encoder_type, config.latent_dim, config.modulus) == ("resnet18", 128, 10)
     assert (config.predictor_type, config.rotation_frequencies, config.learnable_angle) == (
@@ -335,38 +295,6 @@ def test_config_defaults_and_round_trip():
     assert (config.invariance_weight, config.variance_weight, config.covariance_weight) == (25.0, 25.0, 1.0)
     again = BroJepaConfig.from_dict(BroJepaConfig.tiny(modulus=7).to_dict())
     assert again.modulus == 7 and again.initial_angle == pytest.approx(2 * math.pi / 7)
-
-
-def test_model_input_errors_name_the_argument():
-    model = tiny_model()
-    good = images(2)
-    with pytest.raises(ValueError, match="pixel_values"):
-        model(torch.randn(2, 1, 32, 32), 1)
-    with pytest.raises(ValueError, match="pixel_values"):
-        model(torch.randn(2, 28, 28), 1)
-    with pytest.raises(TypeError, match="pixel_values"):
-        model(torch.zeros(2, 1, 28, 28, dtype=torch.uint8), 1)
-    with pytest.raises(TypeError, match="pixel_values"):
-        model(good.tolist(), 1)
-    with pytest.raises(ValueError, match="operations"):
-        model(good, torch.tensor([1, 10]))
-    with pytest.raises(ValueError, match="operations"):
-        model(good, torch.tensor([-10, 1]))
-    with pytest.raises(TypeError, match="operations"):
-        model(good, torch.tensor([1.0, -1.0]))
-    with pytest.raises(TypeError, match="operations"):
-        model(good, 1.0)
-    with pytest.raises(ValueError, match="operations"):
-        model(good, torch.tensor([1, 1, 1]))
-    with pytest.raises(ValueError, match="target_pixel_values"):
-        model(good, 1, target_pixel_values=torch.randn(2, 1, 14, 14))
-    with pytest.raises(TypeError, match="target_pixel_values"):
-        model(good, 1, target_pixel_values=torch.zeros(2, 1, 28, 28, dtype=torch.uint8))
-    with pytest.raises(ValueError, match="target_pixel_values"):
-        model(good, 1, target_pixel_values=images(3))
-    # A scalar op is broadcast; a list of ints is accepted.
-    assert model(good, -1).predicted_latent.shape == (2, 16)
-    assert torch.allclose(model.predict(torch.ones(2, 16), [1, 1]), model.predict(torch.ones(2, 16), 1))
 
 
 # ---------------------------------------------------------------------------------------------------- full size
@@ -386,3 +314,125 @@ def test_default_resnet18_model():
     out = model(pixels, torch.tensor([1, -1]), target_pixel_values=images(2, seed=1))
     assert torch.isfinite(out.loss)
     assert out.predicted_latent.shape == out.target_latent.shape == (2, 128)
+
+
+# ------------------------------------------------------------------------------------------- the family tester
+
+
+class TestBroJepaFamily(FamilyTester):
+    """The common contracts (hf_jepa.testing.family_tester) on every predictor / objective of BRo-JEPA."""
+
+    config_class = BroJepaConfig
+    model_classes = (BroJepaModel,)
+    processor_class = BroJepaImageProcessor
+    pipeline_tasks = ("modular-arithmetic",)
+    variants = {
+        "jepa": {},
+        "learnable_angle": {"learnable_angle": True},
+        "supervised": {"objective": "supervised"},
+        "additive_single": {"predictor_type": "additive_mlp", "rotation_frequencies": "single"},
+        # no image processor saved: the pipeline (and without hf_jepa, transformers) builds one from the config
+        "jepa_bare": Variant(companions=False),
+    }
+    invalid_configs = [
+        (dict(latent_dim=15), "latent_dim"),
+        (dict(latent_dim=0), "latent_dim"),
+        (dict(encoder_type="vit"), "encoder_type"),
+        (dict(modulus=1), "modulus"),
+        (dict(modulus=2.5), "modulus"),
+        (dict(objective="contrastive"), "objective"),
+        (dict(predictor_type="transformer"), "predictor_type"),
+        (dict(rotation_frequencies="many"), "rotation_frequencies"),
+        (dict(loss_type="l1"), "loss_type"),
+        (dict(prototype_metric="dot"), "prototype_metric"),
+        (dict(cnn_channels=[]), "cnn_channels"),
+        (dict(mlp_hidden_sizes=[64, 0]), "mlp_hidden_sizes"),
+        (dict(image_size=0), "image_size"),
+        (dict(initial_angle=float("inf")), "initial_angle"),
+        (dict(variance_weight=-1.0), "variance_weight"),
+        (dict(composition_weight=-0.1), "composition_weight"),
+        (dict(ema_momentum=1.5), "ema_momentum"),
+        (dict(ema_momentum_end=-0.1), "ema_momentum_end"),
+        (dict(pixel_std=0.0), "pixel_std"),
+    ]
+    # The same shapes, other weights: a config.json edited to another predictor or objective is refused.
+    mismatched_configs = [dict(predictor_type="additive_mlp"), dict(objective="supervised")]
+    # docs/results/bro-jepa.md: the full ResNet-18 encoder has 11.2M parameters; only it trains (fixed angles).
+    full_sizes = {"jepa": {"trainable": (11_100_000, 11_300_000)}}
+
+    @torch.no_grad()
+    def make_trained_looking(self, name, model):
+        """BatchNorm statistics moved, the EMA target off the context encoder, moved learnable angles and filled
+        class prototypes."""
+        model.train()
+        model(
+            torch.randn(16, 1, 28, 28),
+            torch.randint(-3, 4, (16,)),
+            target_pixel_values=torch.randn(16, 1, 28, 28),
+            labels=torch.randint(0, 10, (16,)),
+        )
+        super().make_trained_looking(name, model)
+        if model.config.learnable_angle:
+            model.predictor.angles.add_(0.05)
+        model.eval()
+        model.fill_class_prototypes(torch.randn(40, 1, 28, 28), torch.arange(40) % 10)
+
+    def inputs(self, name):
+        generator = torch.Generator().manual_seed(1)
+        return dict(
+            pixel_values=torch.randn(6, 1, 28, 28, generator=generator),
+            operations=torch.tensor([1, -1, 2, 5, -9, 0]),
+            target_pixel_values=torch.randn(6, 1, 28, 28, generator=generator),
+            labels=torch.tensor([0, 3, 9, 5, 1, 7]),
+        )
+
+    def calls(self, name):
+        inputs = self.inputs(name)
+        return {"forward": ("__call__", inputs), "encode": ("encode", dict(pixel_values=inputs["pixel_values"]))}
+
+    def processor_inputs(self, name):
+        raw = np.random.default_rng(2).integers(0, 256, size=(5, 1, 28, 28), dtype=np.uint8)
+        return dict(images=list(raw), return_tensors="pt")
+
+    def pipeline_calls(self, name, task):
+        images = np.random.default_rng(7).integers(0, 256, size=(8, 28, 28), dtype=np.uint8)
+        return [
+            ((images[0],), dict(operation=3, return_tensors=True)),
+            ((list(images[:5]),), dict(operation=[1, -2, 3, 0, 9], batch_size=3)),
+            ((list(images),), dict(operation=3, rollout=True, batch_size=4)),
+        ]
+
+    def bad_inputs(self):
+        ones = torch.ones(6, dtype=torch.long)
+        return [
+            BadInput("pixel_values", torch.randn(6, 1, 32, 32), match=r"shape \(batch, 1, 28, 28\)"),
+            BadInput("pixel_values", torch.randn(6, 28, 28), match=r"shape \(batch, 1, 28, 28\)"),
+            BadInput("pixel_values", torch.zeros(6, 1, 28, 28, dtype=torch.uint8), TypeError, "BroJepaImageProcessor"),
+            BadInput("pixel_values", torch.randn(6, 1, 28, 28).tolist(), TypeError, "torch.Tensor"),
+            BadInput("operations", torch.tensor([1, 10, 1, 1, 1, 1]), match=r"\[-9, 9\] \(modulus 10\)"),
+            BadInput("operations", torch.tensor([-10, 1, 1, 1, 1, 1]), match=r"\[-9, 9\]"),
+            BadInput("operations", ones.float(), TypeError, "integers"),
+            BadInput("operations", 1.0, TypeError, "integers"),
+            BadInput("operations", torch.tensor([1, 1, 1]), match=r"shape \(6,\) or be a scalar"),
+            BadInput("target_pixel_values", torch.randn(6, 1, 14, 14), match=r"shape \(batch, 1, 28, 28\)"),
+            BadInput("target_pixel_values", torch.zeros(6, 1, 28, 28, dtype=torch.uint8), TypeError, "floating"),
+            BadInput("target_pixel_values", torch.randn(3, 1, 28, 28), match="same batch size as pixel_values"),
+        ]
+
+    def test_loaded_model_keeps_prototypes_angles_and_target(self, variant, family):
+        """What is BRo-JEPA's own in the saved folder: the prototypes, the EMA target's own weights (not a copy of
+        the context encoder) and a learnable angle that stays a trainable parameter."""
+        model, loaded = family.model(variant), family.load(variant)
+        assert loaded.has_class_prototypes() and "class_prototypes" in loaded.state_dict()
+        if model.target_encoder is not None:
+            assert not torch.equal(
+                loaded.target_encoder.backbone.projection.weight, loaded.context_encoder.backbone.projection.weight
+            )
+        if model.config.learnable_angle:
+            assert isinstance(loaded.predictor.angles, torch.nn.Parameter) and loaded.predictor.angles.requires_grad
+
+    def test_scalar_and_list_operations_are_accepted(self, family):
+        model = family.model("jepa")
+        good = self.inputs("jepa")["pixel_values"][:2]
+        assert model(good, -1).predicted_latent.shape == (2, 16)
+        assert torch.allclose(model.predict(torch.ones(2, 16), [1, 1]), model.predict(torch.ones(2, 16), 1))

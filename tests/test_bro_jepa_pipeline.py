@@ -1,13 +1,10 @@
-"""The `modular-arithmetic` pipeline: from a model object, a local directory, batched, bad inputs, remote code."""
-
-import json
-import os
-import shutil
+"""The `modular-arithmetic` pipeline: from a model object, input formats, batched, rollout, bad inputs, training mode.
+(On every saved variant's folder, with and without an image processor, and with remote code: the family tester in
+tests/test_bro_jepa_model.py.)"""
 
 import numpy as np
 import pytest
 import torch
-from conftest import run_without_hf_jepa
 from PIL import Image
 from transformers import pipeline
 
@@ -203,78 +200,3 @@ def test_model_in_training_mode_is_left_as_it_was(processor, images):
     assert model.training and not model.target_encoder.training
     expected = reference(make_model(), processor, images[:2], 1)[0]
     assert [r["digit"] for r in result] == expected
-
-
-def test_pipeline_from_local_directory(model, processor, pipe, images, tmp_path):
-    model.save_pretrained(tmp_path)
-    processor.save_pretrained(tmp_path)
-    local = pipeline(TASK, model=str(tmp_path))
-    assert isinstance(local.model, BroJepaModel) and isinstance(local.image_processor, BroJepaImageProcessor)
-    assert not local.model.training
-    operations = [3, -3, 1, 0, 7, -8, 2, 9]
-    expected = pipe(list(images), operation=operations)
-    results = local(list(images), operation=operations, batch_size=4)
-    assert [r["digit"] for r in results] == [r["digit"] for r in expected]
-    for a, b in zip(results, expected):
-        np.testing.assert_allclose(a["latent"], b["latent"], rtol=0, atol=1e-5)
-
-
-def test_local_directory_without_image_processor(model, pipe, images, tmp_path):
-    model.save_pretrained(tmp_path)
-    local = pipeline(TASK, model=str(tmp_path))
-    assert isinstance(local.image_processor, BroJepaImageProcessor)  # the registered default
-    results = local(list(images[:4]), operation=2, batch_size=2)
-    assert [r["digit"] for r in results] == [r["digit"] for r in pipe(list(images[:4]), operation=2)]
-
-
-REMOTE_CODE = """
-import json
-import numpy as np
-from transformers import pipeline
-
-pipe = pipeline(model={directory!r}, trust_remote_code=True)
-images = np.load({images!r})
-results = pipe(list(images), operation={operations!r}, batch_size=3)
-classes = [type(pipe).__module__, type(pipe.model).__module__, type(pipe.image_processor).__module__]
-# Without a saved image processor (and no hf_jepa registry), the pipeline builds a generic one from the config.
-bare = pipeline(model={bare_directory!r}, trust_remote_code=True)
-bare_results = bare(list(images), operation={operations!r}, batch_size=2)
-report = {{"task": pipe.task, "classes": classes, "results": results}}
-report.update(bare_processor=type(bare.image_processor).__name__, bare_results=bare_results)
-print(json.dumps(report))
-"""
-
-
-def test_pipe_save_pretrained_and_trust_remote_code(pipe, model, images, tmp_path):
-    directory = tmp_path / "saved-pipe"
-    pipe.save_pretrained(directory)
-    files = set(os.listdir(directory))
-    assert {"modular_arithmetic.py", "modeling_bro_jepa.py", "preprocessor_config.json", "model.safetensors"} <= files
-    config = json.loads((directory / "config.json").read_text())
-    assert config["custom_pipelines"][TASK]["impl"] == "modular_arithmetic.ModularArithmeticPipeline"
-    assert "custom_pipelines" not in model.config.to_dict()  # the live model's config is left untouched
-
-    bare_directory = tmp_path / "saved-pipe-without-processor"
-    shutil.copytree(directory, bare_directory)
-    (bare_directory / "preprocessor_config.json").unlink()
-
-    operations = [1, -2, 3, 0, 9]
-    np.save(tmp_path / "images.npy", images[:5])
-    code = REMOTE_CODE.format(
-        directory=str(directory),
-        bare_directory=str(bare_directory),
-        images=str(tmp_path / "images.npy"),
-        operations=operations,
-    )
-    out = run_without_hf_jepa(code, cwd=tmp_path)
-    assert out.returncode == 0, out.stdout + out.stderr
-    remote = json.loads(out.stdout.strip().splitlines()[-1])
-    assert remote["task"] == TASK
-    assert all(m.startswith("transformers_modules.") for m in remote["classes"]), remote["classes"]
-    expected = pipe(list(images[:5]), operation=operations)
-    assert remote["bare_processor"] == "PilBackend"
-    for results in (remote["results"], remote["bare_results"]):
-        assert [r["digit"] for r in results] == [r["digit"] for r in expected]
-        for a, b in zip(results, expected):
-            assert a["operation"] == b["operation"]
-            np.testing.assert_allclose(a["latent"], b["latent"], rtol=0, atol=1e-5)
