@@ -1,20 +1,24 @@
-"""EPM-JEPA model: config validation, input checks, the memory subsystem (FIFO buffer, surprisal gate, boundary
-writes), the dynamic-LoRA identities, track initialisation from a base, save/load and the experience adapter."""
+"""EPM-JEPA model: the memory subsystem (FIFO buffer, surprisal gate, boundary writes), the dynamic-LoRA identities,
+track initialisation from a base, the experience adapter, and the family tester (config validation, bad frames,
+save/load of every track with the run-time buffer left out, remote code, the pipeline on the saved folders)."""
 
+import copy
 import json
 
+import numpy as np
 import pytest
 import torch
 from peft import LoraConfig
 from safetensors.torch import load_file
 
-from hf_jepa import EpmJepaConfig, EpmJepaModel
+from hf_jepa import EpmJepaConfig, EpmJepaImageProcessor, EpmJepaModel
 from hf_jepa.modeling.epm_jepa.modeling_epm_jepa import (
     ADAPTER_NAME,
     EpmJepaExperienceBuffer,
     EpmJepaSurprisalGate,
     modulated_lora,
 )
+from hf_jepa.testing.family_tester import BadInput, FamilyTester
 
 
 def frames(batch=3, length=6, seed=0, side=64):
@@ -37,25 +41,6 @@ def randomize_lora(model, seed=1):
 # ------------------------------------------------------------------------------------------------ config + inputs
 
 
-@pytest.mark.parametrize(
-    "overrides, field",
-    [
-        (dict(track="epm-jepa"), "track"),
-        (dict(buffer_entry="triple"), "buffer_entry"),
-        (dict(latent_dim=0), "latent_dim"),
-        (dict(memory_dim=15, memory_num_heads=2), "memory_dim"),
-        (dict(image_size=60), "image_size"),
-        (dict(write_per_event=64, buffer_capacity=32), "write_per_event"),
-        (dict(predictor_num_layers=1), "predictor_num_layers"),
-        (dict(surprisal_momentum=1.5), "surprisal_momentum"),
-        (dict(context_length=0), "context_length"),
-    ],
-)
-def test_invalid_config_names_the_field(overrides, field):
-    with pytest.raises(ValueError, match=field):
-        EpmJepaConfig.tiny(**overrides)
-
-
 def test_lora_targets_outside_the_predictor_are_rejected():
     with pytest.raises(ValueError, match="lora_target_modules"):
         EpmJepaModel(EpmJepaConfig.tiny(lora_target_modules=r"context_encoder\.projection"))
@@ -72,20 +57,6 @@ def test_every_track_runs_forward_and_backward():
         assert all(p.grad is None for p in model.target_encoder.parameters())
         if track != "vanilla":
             assert output.experience.shape == (3, 3, 16)
-
-
-@pytest.mark.parametrize(
-    "pixel_values, error, match",
-    [
-        (torch.rand(2, 6, 1, 28, 28), ValueError, r"pixel_values must have shape \(batch, frames, 1, 64, 64\)"),
-        (torch.rand(2, 1, 28, 28), ValueError, "pixel_values must have shape"),  # (2, 1, 64, 64): frames to encode
-        (torch.rand(2, 3, 1, 64, 64), ValueError, "holds 3 frames per sequence; scoring a prediction needs at least 4"),
-        (torch.randint(0, 255, (2, 6, 1, 64, 64), dtype=torch.uint8), TypeError, "floating-point"),
-    ],
-)
-def test_bad_frames_get_clear_errors(pixel_values, error, match):
-    with pytest.raises(error, match=match):
-        tiny()(pixel_values)
 
 
 def test_prediction_needs_context_length_frames():
@@ -295,29 +266,6 @@ def test_from_base_refuses_a_different_architecture():
 # ------------------------------------------------------------------------------------------------ save / load
 
 
-@pytest.mark.parametrize("track", ["vanilla", "ei", "epm"])
-def test_save_load_is_bit_exact_and_the_buffer_is_rebuilt(tmp_path, track):
-    model = tiny(track)
-    if track == "epm":
-        randomize_lora(model)
-    model.train()
-    for seed in range(3):
-        model(frames(seed=seed))
-    model.save_pretrained(tmp_path)
-    loaded = EpmJepaModel.from_pretrained(tmp_path)
-    original, restored = model.state_dict(), loaded.state_dict()
-    assert original.keys() == restored.keys()
-    assert all(torch.equal(original[k], restored[k]) for k in original)
-    assert not any(p.requires_grad for p in loaded.target_encoder.parameters())
-    saved = load_file(tmp_path / "model.safetensors")
-    assert "surprisal_gate.running_mean" in saved and not any("experience_buffer" in k for k in saved)
-    if loaded.experience_buffer is not None:
-        assert loaded.experience_buffer.occupancy == 0
-    model.reset_experience()
-    model.eval(), loaded.eval()
-    assert torch.equal(model(frames(seed=5)).predicted_latents, loaded(frames(seed=5)).predicted_latents)
-
-
 def test_loading_another_tracks_checkpoint_is_refused(tmp_path):
     tiny("epm").save_pretrained(tmp_path)
     with pytest.raises(ValueError, match="from_base"):
@@ -363,3 +311,103 @@ def test_full_size_config_is_constructible_and_runs():
     assert 3_000_000 < model.num_parameters() < 4_000_000
     output = model(frames(batch=2, length=4))
     assert output.predicted_latents.shape == (2, 1, 128)
+
+
+# ------------------------------------------------------------------------------------------- the family tester
+
+
+def moving_square(length: int, seed: int, side: int = 64) -> np.ndarray:
+    """uint8 `(length, side, side)`: a bright noisy square drifting across a dark canvas (what the pipeline takes)."""
+    rng = np.random.default_rng(seed)
+    video = rng.integers(0, 20, size=(length, side, side), dtype=np.uint8)
+    y, x = rng.integers(4, 24, size=2)
+    for t in range(length):
+        video[t, y + t : y + t + 16, x + 2 * t : x + 2 * t + 16] = rng.integers(150, 256, size=(16, 16), dtype=np.uint8)
+    return video
+
+
+class TestEpmJepaFamily(FamilyTester):
+    """The common contracts (hf_jepa.testing.family_tester) on the three tracks of EPM-JEPA."""
+
+    config_class = EpmJepaConfig
+    model_classes = (EpmJepaModel,)
+    processor_class = EpmJepaImageProcessor
+    pipeline_tasks = ("latent-world-model",)
+    variants = {"vanilla": {"track": "vanilla"}, "ei": {"track": "ei"}, "epm": {"track": "epm"}}
+    invalid_configs = [
+        (dict(track="epm-jepa"), "track"),
+        (dict(buffer_entry="triple"), "buffer_entry"),
+        (dict(latent_dim=0), "latent_dim"),
+        (dict(memory_dim=15, memory_num_heads=2), "memory_dim"),
+        (dict(image_size=60), "image_size"),
+        (dict(write_per_event=64, buffer_capacity=32), "write_per_event"),
+        (dict(predictor_num_layers=1), "predictor_num_layers"),
+        (dict(surprisal_momentum=1.5), "surprisal_momentum"),
+        (dict(context_length=0), "context_length"),
+    ]
+    # the default (track-C) full preset: ~3.4M parameters
+    full_sizes = {"epm": {"total": (3_000_000, 4_000_000)}}
+
+    @torch.no_grad()
+    def make_trained_looking(self, name, model):
+        """Gate statistics moved by training-mode passes, the EMA target off the context encoder, and the LoRA delta
+        / injection and hypernetwork non-zero (at initialisation they are exactly neutral, so the memory path would
+        not show in any output); the run-time buffer emptied, as a loaded model's is."""
+        model.train()
+        for seed in range(3):
+            model(frames(batch=4, seed=seed))
+        super().make_trained_looking(name, model)
+        if model.config.track == "epm":
+            randomize_lora(model)
+            model.hypernetwork.output.weight.normal_(0.0, 0.3)
+        elif model.config.track == "ei":
+            model.experience_injection.weight.normal_(0.0, 0.3)
+        model.reset_experience()
+
+    def inputs(self, name):
+        return dict(pixel_values=frames(seed=5))
+
+    def calls(self, name):
+        return {
+            "forward": ("__call__", self.inputs(name)),
+            "predict_next_latent": ("predict_next_latent", dict(pixel_values=frames(length=4, seed=6))),
+        }
+
+    def processor_inputs(self, name):
+        return dict(images=list(moving_square(3, seed=1)[:, None]), return_tensors="pt")
+
+    def pipeline_calls(self, name, task):
+        videos = [moving_square(8, seed) for seed in range(3)]
+        if name == "vanilla":  # no experience buffer to warm
+            return [((videos,), {}), ((videos[1],), dict(return_tensors=True))]
+        # the warmed buffer changes the predictions after it, so a pipeline that did not write to it shows in the
+        # third call
+        return [((videos,), {}), ((videos[0],), dict(warm_experience=True)), ((videos[1],), {})]
+
+    def bad_inputs(self):
+        return [
+            BadInput("pixel_values", torch.rand(2, 6, 1, 28, 28), match=r"shape \(batch, frames, 1, 64, 64\)"),
+            BadInput("pixel_values", torch.rand(2, 1, 28, 28), match="must have shape"),  # (2, 1, 64, 64): to encode
+            BadInput(
+                "pixel_values",
+                torch.rand(2, 3, 1, 64, 64),
+                match="holds 3 frames per sequence; scoring a prediction needs at least 4",
+            ),
+            BadInput(
+                "pixel_values", torch.randint(0, 255, (2, 6, 1, 64, 64), dtype=torch.uint8), TypeError, "floating"
+            ),
+        ]
+
+    def test_the_run_time_buffer_is_not_saved(self, variant, family, tmp_path):
+        """The gate's statistics are weights; the experience buffer is run-time state: never saved, empty after
+        loading (also when the saved model's buffer held entries)."""
+        model = copy.deepcopy(family.model(variant))
+        if model.experience_buffer is not None:
+            model.warm_experience(frames(seed=7))
+            assert model.experience_buffer.occupancy > 0
+        model.save_pretrained(tmp_path)
+        saved = load_file(tmp_path / "model.safetensors")
+        assert "surprisal_gate.running_mean" in saved and not any("experience_buffer" in k for k in saved)
+        loaded = EpmJepaModel.from_pretrained(tmp_path)
+        if loaded.experience_buffer is not None:
+            assert loaded.experience_buffer.occupancy == 0

