@@ -9,7 +9,7 @@ from types import ModuleType
 
 __all__ = ["APPS", "app_module", "family_of_model_type"]
 
-APPS = {"bro-jepa": "hf_jepa.spaces.bro_jepa"}
+APPS = {"bro-jepa": "hf_jepa.spaces.bro_jepa", "epm-jepa": "hf_jepa.spaces.epm_jepa"}
 
 
 def app_module(family: str) -> ModuleType:
