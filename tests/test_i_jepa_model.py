@@ -1,18 +1,19 @@
-"""I-JEPA model: config validation, forward/backward, the context encoder seeing only context patches, per-block
-prediction, the fixed sin-cos tables after loading, bit-exact save/load, strict loading, the frozen EMA target, input
-checks, the full-size ViT-H/16 on the meta device and the trust_remote_code export."""
+"""I-JEPA model: forward/backward, the context encoder seeing only context patches, per-block prediction, the fixed
+sin-cos tables after loading, the EMA pairs, the init scheme, and the family tester (config validation, bit-exact
+save/load, strict loading, input checks, the exact parameter formula, ViT-H/16 on the meta device, remote code)."""
 
 import math
+import re
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import run_without_hf_jepa
-from transformers import AutoConfig, AutoModel, BertConfig
+from transformers import AutoConfig, BertConfig
 
-from hf_jepa import IJepaConfig, IJepaModel, IJepaOutput
+from hf_jepa import IJepaConfig, IJepaImageProcessor, IJepaModel, IJepaOutput
 from hf_jepa.modeling.i_jepa.modeling_i_jepa import gather_patches, sincos_2d_position_embeddings
+from hf_jepa.testing.family_tester import BadInput, FamilyTester
 from hf_jepa.trainers.ema import ema_update_
 
 GRID = 4  # tiny: 28 x 28 images, patch 7
@@ -70,31 +71,6 @@ def assert_state_dicts_equal(a, b):
 
 
 # ------------------------------------------------------------------------------------------------------- config
-
-
-@pytest.mark.parametrize(
-    "backbone, overrides, field",
-    [
-        (dict(image_size=30), {}, "image_size"),
-        (dict(hidden_size=30, num_attention_heads=3), {}, "hidden_size"),
-        (dict(hidden_size=32, num_attention_heads=3), {}, "num_attention_heads"),
-        ({}, dict(predictor_hidden_size=20, predictor_num_heads=3), "predictor_num_heads"),
-        ({}, dict(predictor_hidden_size=18, predictor_num_heads=2), "predictor_hidden_size"),
-        ({}, dict(predictor_num_layers=0), "predictor_num_layers"),
-        ({}, dict(loss_type="l2"), "loss_type"),
-        ({}, dict(num_target_blocks=0), "num_target_blocks"),
-        ({}, dict(target_scale=[0.3, 0.2]), "target_scale"),
-        ({}, dict(context_scale=[0.85, 1.2]), "context_scale"),
-        ({}, dict(target_aspect_ratio=[0.0, 1.5]), "target_aspect_ratio"),
-        ({}, dict(min_keep=0), "min_keep"),
-        ({}, dict(ema_momentum=1.5), "ema_momentum"),
-        ({}, dict(pixel_mean=[0.5, 0.5, 0.5]), "pixel_mean"),
-        ({}, dict(pixel_std=[0.0]), "pixel_std"),
-    ],
-)
-def test_invalid_config_names_the_field(backbone, overrides, field):
-    with pytest.raises(ValueError, match=field):
-        IJepaConfig.tiny(**backbone, **overrides)  # ViTConfig fields go to the backbone
 
 
 def test_backbone_must_be_a_vit_config():
@@ -287,55 +263,7 @@ def test_position_tables_are_right_after_from_pretrained(tmp_path):
     assert torch.equal(loaded.predictor.position_embeddings, reference_sincos(16, GRID))
 
 
-# --------------------------------------------------------------------------------------------------- save / load
-
-
-def trained_looking(seed=0) -> IJepaModel:
-    """A tiny model whose EMA target differs from the context encoder (as after training)."""
-    model = tiny(seed)
-    with torch.no_grad():
-        for parameter in model.target_encoder.parameters():
-            parameter.add_(0.01 * torch.randn_like(parameter))
-    return model
-
-
-def test_save_load_is_bit_exact_and_the_target_stays_frozen(tmp_path):
-    model = trained_looking().eval()
-    model.save_pretrained(tmp_path)
-    loaded = IJepaModel.from_pretrained(tmp_path)
-    assert_state_dicts_equal(model.state_dict(), loaded.state_dict())
-    for (name, a), (_, b) in zip(model.named_buffers(), loaded.named_buffers()):
-        assert torch.equal(a, b), name
-    assert all(not p.requires_grad for p in loaded.target_encoder.parameters())
-    assert all(p.requires_grad for p in loaded.context_encoder.parameters())
-    assert all(p.requires_grad for p in loaded.predictor.parameters())
-    loaded.train()
-    assert loaded.context_encoder.training and not loaded.target_encoder.training
-    loaded.eval()
-
-    pixel_values, (context, targets) = images(), masks()
-    with torch.no_grad():
-        a, b = model(pixel_values, context, targets), loaded(pixel_values, context, targets)
-    for field in ("loss", "predictions", "targets", "last_hidden_state"):
-        assert torch.equal(getattr(a, field), getattr(b, field)), field
-
-    auto = AutoModel.from_pretrained(tmp_path)
-    assert isinstance(auto, IJepaModel)
-    assert_state_dicts_equal(model.state_dict(), auto.state_dict())
-
-
-def test_strict_loading_rejects_a_mismatched_config(tmp_path):
-    trained_looking().save_pretrained(tmp_path)
-    with pytest.raises(ValueError, match="missing keys"):
-        IJepaModel.from_pretrained(tmp_path, predictor_num_layers=3)
-    wider = IJepaConfig.tiny(hidden_size=48)
-    with pytest.raises(RuntimeError, match="ignore_mismatched_sizes"):  # transformers' own check
-        IJepaModel.from_pretrained(tmp_path, config=wider)
-    with pytest.raises(ValueError, match="mismatched keys"):  # ours, when transformers is told to carry on
-        IJepaModel.from_pretrained(tmp_path, config=wider, ignore_mismatched_sizes=True)
-    loose = IJepaModel.from_pretrained(tmp_path, predictor_num_layers=3, strict=False)
-    assert len(loose.predictor.blocks) == 3
-    assert all(not p.requires_grad for p in loose.target_encoder.parameters())
+# ------------------------------------------------------------------------------------------------------ EMA pairs
 
 
 def test_ema_pairs_and_update():
@@ -352,35 +280,6 @@ def test_ema_pairs_and_update():
         torch.testing.assert_close(new, 0.9 * old + 0.1 * source)
     model.copy_online_to_targets()
     assert_state_dicts_equal(online.state_dict(), target.state_dict())
-
-
-def test_trust_remote_code_export_loads_without_hf_jepa(tmp_path):
-    model = trained_looking().eval()
-    export = tmp_path / "export"
-    model.save_pretrained(export)
-    assert (export / "modeling_i_jepa.py").exists() and (export / "configuration_i_jepa.py").exists()
-    pixel_values, (context, targets) = images(), masks()
-    torch.save({"pixel_values": pixel_values, "context": context, "targets": targets}, tmp_path / "inputs.pt")
-    code = f"""
-    import torch
-    from transformers import AutoModel
-    model = AutoModel.from_pretrained({str(export)!r}, trust_remote_code=True).eval()
-    inputs = torch.load({str(tmp_path / "inputs.pt")!r}, weights_only=True)
-    with torch.no_grad():
-        out = model(inputs["pixel_values"], inputs["context"], inputs["targets"])
-    torch.save({{"module": type(model).__module__, "predictions": out.predictions, "loss": out.loss,
-                "frozen": not any(p.requires_grad for p in model.target_encoder.parameters()),
-                "table": model.predictor.position_embeddings}}, {str(tmp_path / "result.pt")!r})
-    """
-    out = run_without_hf_jepa(code, cwd=tmp_path)
-    assert out.returncode == 0, out.stdout + out.stderr
-    result = torch.load(tmp_path / "result.pt", weights_only=True)
-    assert result["module"].startswith("transformers_modules.") and result["frozen"]
-    assert torch.equal(result["table"], reference_sincos(16, GRID))
-    with torch.no_grad():
-        expected = model(pixel_values, context, targets)
-    assert torch.equal(result["predictions"], expected.predictions)
-    assert torch.equal(result["loss"], expected.loss)
 
 
 # ------------------------------------------------------------------------------------------------------- inputs
@@ -412,19 +311,6 @@ def bad_inputs():
     ]
 
 
-@pytest.mark.parametrize("case", range(len(bad_inputs())))
-def test_bad_inputs_name_the_argument(case):
-    model = tiny()
-    args, match = bad_inputs()[case]
-    with pytest.raises(ValueError, match=match):
-        model(*args)
-
-
-def test_encode_checks_pixel_values():
-    with pytest.raises(ValueError, match="pixel_values"):
-        tiny().embed(torch.randn(2, 28, 28))
-
-
 # --------------------------------------------------------------------------------------------------- full size
 
 
@@ -451,20 +337,10 @@ def predictor_parameters(hidden, width, layers, mlp_ratio=4):
     return (hidden * width + width) + width + layers * block + 2 * width + (width * hidden + hidden)
 
 
-def test_full_size_vit_h16_on_the_meta_device():
+def test_full_size_position_table_on_the_meta_device():
     with torch.device("meta"):
         model = IJepaModel(IJepaConfig())
-    encoder = sum(p.numel() for p in model.context_encoder.parameters())
-    assert encoder == vit_encoder_parameters(1280, 32, 5120, 16, 3) == 630_664_960  # ViT-H/16: ~630M per encoder
-    assert sum(p.numel() for p in model.target_encoder.parameters()) == encoder
-    predictor = sum(p.numel() for p in model.predictor.parameters())
-    assert predictor == predictor_parameters(1280, 384, 12) == 22_279_424
-    assert model.context_encoder.position_embeddings.shape == (196, 1280)
-    assert not any(p.requires_grad for p in model.target_encoder.parameters())
-    # tiny preset: the same formulas
-    small = tiny()
-    assert sum(p.numel() for p in small.context_encoder.parameters()) == vit_encoder_parameters(32, 2, 64, 7, 1)
-    assert sum(p.numel() for p in small.predictor.parameters()) == predictor_parameters(32, 16, 2)
+    assert model.context_encoder.position_embeddings.shape == (196, 1280)  # 14 x 14 patches of ViT-H/16
 
 
 def test_init_rescales_output_projections_by_depth():
@@ -509,3 +385,84 @@ def test_init_rescales_output_projections_by_depth():
     projection = default.context_encoder.patch_embeddings.projection
     assert math.isclose(projection.weight.std().item(), 1.0 / math.sqrt(3 * 49), rel_tol=0.1)
     assert 0 < projection.bias.abs().max().item() <= 1.0 / 7
+
+
+# ------------------------------------------------------------------------------------------- the family tester
+
+
+class TestIJepaFamily(FamilyTester):
+    """The common contracts (hf_jepa.testing.family_tester) on I-JEPA."""
+
+    config_class = IJepaConfig
+    model_classes = (IJepaModel,)
+    processor_class = IJepaImageProcessor
+    pipeline_tasks = ("jepa-feature-extraction",)
+    variants = {"default": {}}
+    # ViT fields go to the backbone (IJepaConfig.backbone_config.<field>); the first field a message names
+    invalid_configs = [
+        (dict(image_size=30), "backbone_config.image_size"),
+        (dict(hidden_size=30, num_attention_heads=3), "backbone_config.hidden_size"),
+        (dict(hidden_size=32, num_attention_heads=3), "backbone_config.hidden_size"),  # ... by num_attention_heads
+        (dict(predictor_hidden_size=20, predictor_num_heads=3), "predictor_hidden_size"),  # ... by predictor_num_heads
+        (dict(predictor_hidden_size=18, predictor_num_heads=2), "predictor_hidden_size"),
+        (dict(predictor_num_layers=0), "predictor_num_layers"),
+        (dict(loss_type="l2"), "loss_type"),
+        (dict(num_target_blocks=0), "num_target_blocks"),
+        (dict(target_scale=[0.3, 0.2]), "target_scale"),
+        (dict(context_scale=[0.85, 1.2]), "context_scale"),
+        (dict(target_aspect_ratio=[0.0, 1.5]), "target_aspect_ratio"),
+        (dict(min_keep=0), "min_keep"),
+        (dict(ema_momentum=1.5), "ema_momentum"),
+        (dict(pixel_mean=[0.5, 0.5, 0.5]), "pixel_mean"),
+        (dict(pixel_std=[0.0]), "pixel_std"),
+    ]
+    mismatched_configs = [dict(predictor_num_layers=3)]
+    # ViT-H/16: ~630M per encoder (the EMA target is a frozen copy) + the 12-block, 384-wide predictor
+    full_sizes = {
+        "default": {"total": 2 * 630_664_960 + 22_279_424, "trainable": 630_664_960 + 22_279_424},
+    }
+
+    def parameter_count(self, config):
+        backbone = config.backbone_config
+        encoder = vit_encoder_parameters(
+            config.hidden_size,
+            backbone.num_hidden_layers,
+            backbone.intermediate_size,
+            config.patch_size,
+            config.num_channels,
+        )
+        assert config.predictor_mlp_ratio == 4  # the formula's
+        predictor = predictor_parameters(config.hidden_size, config.predictor_hidden_size, config.predictor_num_layers)
+        return 2 * encoder + predictor
+
+    def inputs(self, name):
+        context, targets = masks()
+        return dict(pixel_values=images(), context_indices=context, target_indices=targets)
+
+    def calls(self, name):
+        pixel_values = self.inputs(name)["pixel_values"]
+        return {
+            "forward": ("__call__", self.inputs(name)),
+            "embed": ("embed", dict(pixel_values=pixel_values)),
+            "encode": ("encode", dict(pixel_values=pixel_values)),
+        }
+
+    def processor_inputs(self, name):
+        raw = np.random.default_rng(3).integers(0, 256, size=(3, 1, 28, 28), dtype=np.uint8)
+        return dict(images=list(raw), return_tensors="pt")
+
+    def pipeline_calls(self, name, task):
+        raw = np.random.default_rng(0).integers(0, 256, size=(3, 28, 28), dtype=np.uint8)
+        return [
+            ((raw[0],), {}),
+            ((list(raw),), dict(batch_size=2)),
+            ((raw[1],), dict(use_target_encoder=False, return_tensors=True)),
+        ]
+
+    def bad_inputs(self):
+        cases = []
+        for (pixel_values, context, targets), match in bad_inputs():
+            arguments = dict(pixel_values=pixel_values, context_indices=context, target_indices=targets)
+            named = re.match(r"\w+", match).group(0)
+            cases.append(BadInput(named, match=match, inputs=arguments))
+        return cases + [BadInput("pixel_values", method="embed", inputs=dict(pixel_values=torch.randn(2, 28, 28)))]

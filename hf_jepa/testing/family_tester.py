@@ -55,7 +55,8 @@ from .remote_code import plain, run_remote_plan
 __all__ = ["BadInput", "FamilyTester", "SavedFamily", "Variant", "assert_same", "assert_state_dicts_equal"]
 
 _LOADING_PROBLEMS = ("missing_keys", "unexpected_keys", "mismatched_keys")
-_VOLATILE_CONFIG_KEYS = ("_name_or_path", "transformers_version")
+# Set by loading, not saved choices: the source path, the version, and the dtype transformers records on (sub-)configs.
+_VOLATILE_CONFIG_KEYS = ("_name_or_path", "transformers_version", "dtype")
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ class BadInput:
     argument: str
     value: Any = None
     error: type[Exception] = ValueError
-    match: str = ""
+    match: str | None = None
     method: str = "__call__"
     inputs: Mapping[str, Any] | None = None
     call: Callable[[Any], Any] | None = None
@@ -126,7 +127,11 @@ def assert_same(expected: Any, actual: Any, where: str = "output", atol: float =
 
 
 def _comparable(config_dict: dict) -> dict:
-    return {k: v for k, v in config_dict.items() if k not in _VOLATILE_CONFIG_KEYS}
+    return {
+        k: _comparable(v) if isinstance(v, dict) else v
+        for k, v in config_dict.items()
+        if k not in _VOLATILE_CONFIG_KEYS
+    }
 
 
 def _targets(model) -> list:
@@ -359,11 +364,15 @@ class FamilyTester:
     # ------------------------------------------------------------------ config
     def test_config_rejects_invalid_values(self, invalid_config):
         config_class, overrides, name = invalid_config
-        pattern = rf"\b{config_class.__name__}\.{name}\b"
+        pattern = rf"\b{re.escape(config_class.__name__)}\.{re.escape(name)}\b"
         with pytest.raises(ValueError, match=pattern):
             config_class.tiny(**overrides)
-        # The same values in a saved config dict (a config.json edited by hand) are refused on loading too.
-        saved = {**config_class.tiny().to_dict(), **overrides}
+        # The same values in a saved config dict (a config.json edited by hand) are refused on loading too; a value
+        # of a sub-config (a backbone's field) goes where config.json keeps it.
+        saved = config_class.tiny().to_dict()
+        for key, value in overrides.items():
+            nested = [v for v in saved.values() if isinstance(v, dict) and key in v]
+            (nested[0] if key not in saved and nested else saved)[key] = value
         with pytest.raises(ValueError, match=pattern):
             config_class.from_dict(saved)
 
