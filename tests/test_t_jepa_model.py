@@ -1,6 +1,8 @@
-"""T-JEPA model: config validation, every objective's forward/backward, the context encoder's blindness to target
-tokens, the predictor's attention mask, the baselines' losses by hand, normalised targets, EMA pairs, save/load,
-starting from a real pretrained BERT (all-MiniLM-L6-v2), input checks, and the full BERT-Large size."""
+"""T-JEPA model: every objective's forward/backward, the context encoder's blindness to target tokens, the predictor's
+attention mask, the baselines' losses by hand, normalised targets, EMA pairs, starting from a real pretrained BERT
+(all-MiniLM-L6-v2), one BERT-Large training step (slow), and the family tester on every objective (config validation,
+save/load, strict loading, input checks, the parameter formula and BERT-Large on the meta device, remote code, the
+feature-extraction pipeline on the saved folders)."""
 
 import importlib.resources
 import time
@@ -8,7 +10,7 @@ import time
 import pytest
 import torch
 import torch.nn.functional as F
-from transformers import AutoModel, AutoTokenizer, BertModel
+from transformers import AutoTokenizer, BertModel
 
 from hf_jepa import TJepaConfig, TJepaModel
 from hf_jepa.modeling.t_jepa.modeling_t_jepa import (
@@ -19,6 +21,7 @@ from hf_jepa.modeling.t_jepa.modeling_t_jepa import (
     vicreg_covariance_loss,
     vicreg_variance_loss,
 )
+from hf_jepa.testing.family_tester import BadInput, FamilyTester
 
 OBJECTIVES = ("jepa", "mlm", "vicreg", "barlow_twins", "byol")
 VOCAB = TJepaConfig.tiny().backbone_config.vocab_size  # 512
@@ -64,35 +67,7 @@ def run(model, seed=0, **changes):
 # ------------------------------------------------------------------------------------------------ config
 
 
-@pytest.mark.parametrize(
-    "overrides, field",
-    [
-        (dict(objective="simclr"), "objective"),
-        (dict(predictor_hidden_size=30, predictor_num_heads=4), "predictor_hidden_size"),
-        (dict(min_span_length=5, max_span_length=3), "min_span_length"),
-        (dict(mask_token_id=512), "mask_token_id"),
-        (dict(mask_token_id=-1), "mask_token_id"),
-        (dict(pad_token_id=600), "pad_token_id"),
-        (dict(loss_type="l1"), "loss_type"),
-        (dict(mask_ratio=1.0), "mask_ratio"),
-        (dict(vicreg_weights=[25.0, 25.0]), "vicreg_weights"),
-        (dict(ema_momentum=1.5), "ema_momentum"),
-        (dict(predictor_num_layers=0), "predictor_num_layers"),
-        (dict(backbone_config="bert"), "backbone_config"),
-    ],
-)
-def test_invalid_config_names_the_field(overrides, field):
-    with pytest.raises(ValueError, match=rf"TJepaConfig\.{field}"):
-        TJepaConfig.tiny(**overrides)
-
-
-def test_config_round_trip_and_defaults(tmp_path):
-    config = TJepaConfig.tiny(objective="byol", vicreg_weights=[1.0, 2.0, 3.0])
-    config.save_pretrained(tmp_path)
-    loaded = TJepaConfig.from_pretrained(tmp_path)
-    assert loaded.objective == "byol" and loaded.vicreg_weights == [1.0, 2.0, 3.0]
-    assert loaded.backbone_config.to_dict() == config.backbone_config.to_dict()
-    assert loaded.hidden_size == 32 and loaded.uses_target_encoder
+def test_defaults_are_the_papers_bert_large():
     default = TJepaConfig()  # BERT-Large, the paper's backbone
     backbone = default.backbone_config
     assert (
@@ -326,7 +301,7 @@ def test_byol_loss_by_hand():
     torch.testing.assert_close(output.targets, targets[1])
 
 
-# ------------------------------------------------------------------------------------------------ EMA + save/load
+# ------------------------------------------------------------------------------------------------ EMA pairs
 
 
 def test_ema_pairs_per_objective():
@@ -344,57 +319,6 @@ def test_ema_pairs_per_objective():
             assert pairs == [] and model.target_encoder is None
         for _, target in model.ema_pairs():
             assert not target.training and not any(p.requires_grad for p in target.parameters())
-
-
-def _trained_copy(objective: str) -> TJepaModel:
-    """A model whose EMA targets differ from the online modules and whose BatchNorm statistics moved."""
-    model = tiny(objective).train()
-    for seed in range(2):
-        run(model, seed=seed)
-    with torch.no_grad():
-        for _, target in model.ema_pairs():
-            for parameter in target.parameters():
-                parameter.add_(0.01 * torch.randn_like(parameter))
-    return model.eval()
-
-
-@pytest.mark.parametrize("objective", OBJECTIVES)
-def test_save_load_is_bit_exact(tmp_path, objective):
-    model = _trained_copy(objective)
-    model.save_pretrained(tmp_path)
-    loaded = TJepaModel.from_pretrained(tmp_path)
-    assert loaded.config.objective == objective
-    original, restored = model.state_dict(), loaded.state_dict()
-    assert original.keys() == restored.keys()
-    for name, tensor in original.items():
-        assert torch.equal(restored[name], tensor), name
-    # Non-persistent BERT buffers are rebuilt, not left as uninitialised memory.
-    embeddings = loaded.context_encoder.embeddings
-    assert torch.equal(embeddings.position_ids, torch.arange(64)[None])
-    assert not embeddings.token_type_ids.any()
-    loaded.train()
-    for _, target in loaded.ema_pairs():
-        assert not target.training and not any(p.requires_grad for p in target.parameters())
-    assert all(p.requires_grad for p in loaded.context_encoder.parameters())
-    loaded.eval()
-    expected, got = run(model), run(loaded)
-    assert torch.equal(got.loss, expected.loss) and torch.equal(got.pooled_embeddings, expected.pooled_embeddings)
-    ids, mask = make_batch()[:2]
-    assert torch.equal(loaded.embed(ids, mask), model.embed(ids, mask))
-
-
-def test_auto_model_loads_and_strict_loading_refuses_a_mismatch(tmp_path):
-    model = tiny("jepa")
-    model.save_pretrained(tmp_path)
-    auto = AutoModel.from_pretrained(tmp_path)
-    assert type(auto) is TJepaModel
-    with pytest.raises(ValueError, match=r"does not match the config \(missing keys: \['mlm_head"):
-        TJepaModel.from_pretrained(tmp_path, objective="mlm")
-    with pytest.raises(ValueError, match=r"mismatched keys: \[.*predictor\."):
-        TJepaModel.from_pretrained(tmp_path, predictor_hidden_size=64, ignore_mismatched_sizes=True)
-    loose, info = TJepaModel.from_pretrained(tmp_path, objective="mlm", strict=False, output_loading_info=True)
-    assert loose.config.objective == "mlm" and any(k.startswith("mlm_head.") for k in info["missing_keys"])
-    assert loose.target_encoder is None
 
 
 # ------------------------------------------------------------------------------------------------ pretrained BERT
@@ -440,60 +364,6 @@ def test_from_backbone_starts_both_encoders_at_the_pretrained_bert():
     assert model.predictor.output.weight.grad is not None
 
 
-# ------------------------------------------------------------------------------------------------ bad inputs
-
-
-def test_bad_inputs_get_clear_errors():
-    model = tiny("jepa")
-    input_ids, attention_mask, target_mask, _ = make_batch()
-    cases = [
-        (dict(input_ids=torch.zeros(2, 0, dtype=torch.long)), "input_ids is empty"),
-        (
-            dict(input_ids=torch.full((1, 65), 7)),
-            r"length 65, longer than the backbone's max_position_embeddings \(64\)",
-        ),
-        (dict(input_ids=torch.full((1, 8), VOCAB)), r"token ids up to 512, outside the model's vocabulary of 512"),
-        (dict(input_ids=torch.rand(2, 8)), "input_ids must be an integer tensor"),
-        (dict(input_ids=torch.ones(8, dtype=torch.long)), "input_ids must be an integer tensor"),
-        (
-            dict(input_ids=input_ids, attention_mask=attention_mask[:, :5], target_mask=target_mask),
-            "attention_mask must have shape",
-        ),
-        (dict(input_ids=input_ids, target_mask=target_mask[:, :5]), "target_mask must have shape"),
-        (
-            dict(input_ids=input_ids, attention_mask=attention_mask, target_mask=torch.ones_like(target_mask)),
-            r"target_mask masks every token of rows \[0, 1, 2, 3\]: no context is left",
-        ),
-        (
-            dict(input_ids=input_ids, attention_mask=attention_mask, target_mask=torch.zeros_like(target_mask)),
-            r"target_mask masks nothing in rows \[0, 1, 2, 3\]",
-        ),
-    ]
-    for kwargs, pattern in cases:
-        with pytest.raises(ValueError, match=pattern):
-            model(**kwargs)
-    # Without a target mask the model is an encoder (feature extraction), not a training-input error.
-    encoded = model(input_ids=input_ids, attention_mask=attention_mask)
-    assert encoded.last_hidden_state.shape[:2] == input_ids.shape
-    # Targets only inside the padding of a row count as nothing.
-    padded_only = torch.zeros_like(target_mask)
-    padded_only[:, 2] = True
-    padded_only[-1, 2], padded_only[-1, 10] = False, True
-    with pytest.raises(ValueError, match=r"masks nothing in rows \[3\]"):
-        model(input_ids, attention_mask, target_mask=padded_only)
-    with pytest.raises(ValueError, match="the 'vicreg' objective needs second_target_mask"):
-        tiny("vicreg")(input_ids, attention_mask, target_mask=target_mask)
-    with pytest.raises(ValueError, match="second_target_mask masks nothing"):
-        tiny("byol")(
-            input_ids, attention_mask, target_mask=target_mask, second_target_mask=torch.zeros_like(target_mask)
-        )
-    for method in (model.embed, model.encode):
-        with pytest.raises(ValueError, match="input_ids is empty"):
-            method(torch.zeros(1, 0, dtype=torch.long))
-        with pytest.raises(ValueError, match="outside the model's vocabulary"):
-            method(torch.full((1, 4), 1000))
-
-
 # ------------------------------------------------------------------------------------------------ BERT-Large
 
 
@@ -529,27 +399,6 @@ def expected_parameters(config) -> int:
     return encoders * bert_encoder_parameters(config.backbone_config) + head_parameters(config)
 
 
-@pytest.mark.parametrize("objective", OBJECTIVES)
-def test_parameter_formula_matches_tiny_models(objective):
-    model = tiny(objective)
-    assert model.num_parameters() == expected_parameters(model.config)
-
-
-def test_bert_large_t_jepa_parameter_count_on_meta():
-    with torch.device("meta"):
-        model = TJepaModel(TJepaConfig())
-    assert model.context_encoder.embeddings.word_embeddings.weight.is_meta
-    encoder = sum(p.numel() for p in model.context_encoder.parameters())
-    assert encoder == bert_encoder_parameters(model.config.backbone_config) == 334_092_288  # BERT-Large, no pooler
-    assert sum(p.numel() for p in model.predictor.parameters()) == 11_632_384  # 6 x 384-wide, 12 heads
-    assert model.num_parameters() == 2 * 334_092_288 + 11_632_384 == 679_816_960
-    assert model.num_parameters(only_trainable=True) == 334_092_288 + 11_632_384  # the EMA target is frozen
-    for objective in OBJECTIVES[1:]:
-        with torch.device("meta"):
-            baseline = TJepaModel(TJepaConfig(objective=objective))
-        assert baseline.num_parameters() == expected_parameters(baseline.config), objective
-
-
 @pytest.mark.slow
 def test_bert_large_t_jepa_one_training_step():
     """The paper's size for real: ~680M parameters (~7.5 GB peak RSS with AdamW), ~35 s on one CPU thread."""
@@ -570,3 +419,146 @@ def test_bert_large_t_jepa_one_training_step():
     assert not torch.equal(probe, before)
     assert torch.equal(model.target_encoder.embeddings.word_embeddings.weight, target_before)
     print(f"BERT-Large T-JEPA: build + one step in {time.perf_counter() - start:.1f} s")
+
+
+# ------------------------------------------------------------------------------------------- the family tester
+
+CORPUS = [
+    "The quick brown fox jumps over the lazy dog.",
+    "Python lists are mutable sequences of arbitrary objects.",
+    "A dictionary maps hashable keys to arbitrary values.",
+    "Every function returns None unless it returns something else.",
+    "Strings are immutable sequences of Unicode code points.",
+] * 3
+TEXTS = ["Lists are mutable.", "A dictionary maps keys to values and never forgets a key it was given.", "The fox."]
+
+
+class TestTJepaFamily(FamilyTester):
+    """The common contracts (hf_jepa.testing.family_tester) on T-JEPA and its four baselines."""
+
+    config_class = TJepaConfig
+    model_classes = (TJepaModel,)
+    pipeline_tasks = ("jepa-feature-extraction",)
+    variants = {objective: {"objective": objective} for objective in OBJECTIVES}
+    invalid_configs = [
+        (dict(objective="simclr"), "objective"),
+        (dict(predictor_hidden_size=30, predictor_num_heads=4), "predictor_hidden_size"),
+        (dict(min_span_length=5, max_span_length=3), "min_span_length"),
+        (dict(mask_token_id=512), "mask_token_id"),
+        (dict(mask_token_id=-1), "mask_token_id"),
+        (dict(pad_token_id=600), "pad_token_id"),
+        (dict(loss_type="l1"), "loss_type"),
+        (dict(mask_ratio=1.0), "mask_ratio"),
+        (dict(vicreg_weights=[25.0, 25.0]), "vicreg_weights"),
+        (dict(ema_momentum=1.5), "ema_momentum"),
+        (dict(predictor_num_layers=0), "predictor_num_layers"),
+        (dict(backbone_config="bert"), "backbone_config"),
+    ]
+    mismatched_configs = [dict(objective="mlm")]
+    # BERT-Large without pooler (334_092_288) twice, the frozen EMA target being one, + the 6 x 384 predictor; the
+    # baselines: the formula
+    full_sizes = {
+        "jepa": {"total": 2 * 334_092_288 + 11_632_384, "trainable": 334_092_288 + 11_632_384},
+        **{objective: {} for objective in OBJECTIVES[1:]},
+    }
+
+    def parameter_count(self, config):
+        return expected_parameters(config)
+
+    def make_trained_looking(self, name, model):
+        """BatchNorm statistics of the projectors moved by training-mode passes, the EMA targets off their online
+        modules."""
+        model.train()
+        with torch.no_grad():
+            for seed in range(2):
+                run(model, seed=seed)
+        super().make_trained_looking(name, model)
+
+    def save_companions(self, name, folder):
+        from hf_jepa.data.text import train_wordpiece_tokenizer
+
+        train_wordpiece_tokenizer(CORPUS, vocab_size=300, min_frequency=1).save_pretrained(folder)
+
+    def inputs(self, name):
+        input_ids, attention_mask, target_mask, second = make_batch()
+        return dict(
+            input_ids=input_ids, attention_mask=attention_mask, target_mask=target_mask, second_target_mask=second
+        )
+
+    def calls(self, name):
+        ids, mask = make_batch()[:2]
+        return {
+            "forward": ("__call__", self.inputs(name)),
+            "embed": ("embed", dict(input_ids=ids, attention_mask=mask)),
+            "embed_context": ("embed", dict(input_ids=ids, attention_mask=mask, use_target_encoder=False)),
+        }
+
+    def pipeline_calls(self, name, task):
+        return [
+            ((TEXTS,), {}),
+            ((TEXTS[1],), dict(return_tensors=True)),
+            ((TEXTS,), dict(use_target_encoder=False, batch_size=2)),
+        ]
+
+    def bad_inputs(self):
+        input_ids, attention_mask, target_mask, second = make_batch()
+        full = dict(input_ids=input_ids, attention_mask=attention_mask, target_mask=target_mask)
+        padded_only = torch.zeros_like(target_mask)  # targets only inside the padding of a row count as nothing
+        padded_only[:, 2] = True
+        padded_only[-1, 2], padded_only[-1, 10] = False, True
+        cases = [
+            BadInput("input_ids", inputs=dict(input_ids=torch.zeros(2, 0, dtype=torch.long)), match="is empty"),
+            BadInput(
+                "input_ids",
+                inputs=dict(input_ids=torch.full((1, 65), 7)),
+                match=r"length 65, longer than the backbone's max_position_embeddings \(64\)",
+            ),
+            BadInput(
+                "input_ids",
+                inputs=dict(input_ids=torch.full((1, 8), VOCAB)),
+                match=r"token ids up to 512, outside the model's vocabulary of 512",
+            ),
+            BadInput("input_ids", inputs=dict(input_ids=torch.rand(2, 8)), match="must be an integer tensor"),
+            BadInput("input_ids", inputs=dict(input_ids=torch.ones(8, dtype=torch.long)), match="integer tensor"),
+            BadInput("attention_mask", inputs={**full, "attention_mask": attention_mask[:, :5]}, match="have shape"),
+            BadInput("target_mask", inputs=dict(input_ids=input_ids, target_mask=target_mask[:, :5]), match="shape"),
+            BadInput(
+                "target_mask",
+                inputs={**full, "target_mask": torch.ones_like(target_mask)},
+                match=r"masks every token of rows \[0, 1, 2, 3\]: no context is left",
+            ),
+            BadInput(
+                "target_mask",
+                inputs={**full, "target_mask": torch.zeros_like(target_mask)},
+                match=r"masks nothing in rows \[0, 1, 2, 3\]",
+            ),
+            BadInput("target_mask", inputs={**full, "target_mask": padded_only}, match=r"masks nothing in rows \[3\]"),
+            BadInput(
+                "second_target_mask",
+                inputs=full,
+                match="the 'vicreg' objective needs second_target_mask",
+                variant="vicreg",
+            ),
+            BadInput(
+                "second_target_mask",
+                inputs={**full, "second_target_mask": torch.zeros_like(target_mask)},
+                match="masks nothing",
+                variant="byol",
+            ),
+        ]
+        for method in ("embed", "encode"):
+            cases += [
+                BadInput("input_ids", method=method, inputs=dict(input_ids=torch.zeros(1, 0, dtype=torch.long))),
+                BadInput(
+                    "input_ids",
+                    method=method,
+                    inputs=dict(input_ids=torch.full((1, 4), 1000)),
+                    match="outside the model's vocabulary",
+                ),
+            ]
+        return cases
+
+    def test_without_a_target_mask_the_model_is_an_encoder(self, family):
+        input_ids, attention_mask = make_batch()[:2]
+        encoded = family.model("jepa")(input_ids=input_ids, attention_mask=attention_mask)
+        assert encoded.last_hidden_state.shape[:2] == input_ids.shape

@@ -1,15 +1,14 @@
-"""The `jepa-feature-extraction` pipeline (T-JEPA text, I-JEPA images), remote code without hf_jepa, sharing a saved
-T-JEPA folder (model + tokenizer + card) through the loopback Hub, and the T-JEPA / I-JEPA model cards."""
+"""The `jepa-feature-extraction` pipeline (T-JEPA text, I-JEPA images), sharing a saved T-JEPA folder (model +
+tokenizer + card) through the loopback Hub, and the T-JEPA / I-JEPA model cards. (The pipeline on every objective's
+saved folder and without hf_jepa: the family testers in tests/test_t_jepa_model.py and tests/test_i_jepa_model.py.)"""
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 import yaml
-from conftest import run_without_hf_jepa
 from huggingface_hub import ModelCard
 from PIL import Image
 from transformers import AutoModel, AutoTokenizer, pipeline
@@ -288,48 +287,6 @@ def test_image_errors(image_model):
     for value, error, pattern in cases:
         with pytest.raises(error, match=pattern):
             extract(value)
-
-
-# ------------------------------------------------------------------------------------------------ remote code
-
-
-REMOTE_CODE = """
-import json
-import torch
-from transformers import AutoModel, AutoTokenizer, pipeline
-
-texts = json.loads({texts!r})
-model = AutoModel.from_pretrained({model_dir!r}, trust_remote_code=True).eval()
-tokenizer = AutoTokenizer.from_pretrained({model_dir!r}, trust_remote_code=True)
-assert not any(p.requires_grad for p in model.target_encoder.parameters())
-with torch.no_grad():
-    direct = []
-    for text in texts:
-        encoded = tokenizer(text, return_tensors="pt")
-        direct.append(model.embed(encoded["input_ids"], encoded["attention_mask"])[0].tolist())
-pipe = pipeline(model={pipe_dir!r}, trust_remote_code=True)
-classes = [type(model).__module__, type(pipe).__module__, type(pipe.model).__module__]
-print(json.dumps({{"direct": direct, "pipeline": pipe(texts), "task": pipe.task, "classes": classes}}))
-"""
-
-
-def test_trust_remote_code_without_hf_jepa(pipe, model, tokenizer, model_dir, tmp_path):
-    files = set(os.listdir(model_dir))
-    assert {"configuration_t_jepa.py", "modeling_t_jepa.py", "model.safetensors", "tokenizer.json"} <= files
-    pipe_dir = tmp_path / "saved-pipe"
-    pipe.save_pretrained(pipe_dir)
-    config = json.loads((pipe_dir / "config.json").read_text())
-    assert config["custom_pipelines"][TASK]["impl"] == "feature_extraction.JepaFeatureExtractionPipeline"
-    assert "custom_pipelines" not in pipe.model.config.to_dict()
-    code = REMOTE_CODE.format(texts=json.dumps(TEXTS), model_dir=str(model_dir), pipe_dir=str(pipe_dir))
-    out = run_without_hf_jepa(code, cwd=tmp_path)
-    assert out.returncode == 0, out.stdout + out.stderr
-    remote = json.loads(out.stdout.strip().splitlines()[-1])
-    assert all(m.startswith("transformers_modules.") for m in remote["classes"]), remote["classes"]
-    assert remote["task"] == TASK
-    expected = [reference(model, tokenizer, text).tolist() for text in TEXTS]
-    assert remote["direct"] == expected
-    assert remote["pipeline"] == expected
 
 
 # ------------------------------------------------------------------------------------------------ Hub round trip
