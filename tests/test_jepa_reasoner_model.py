@@ -1,16 +1,19 @@
 """JEPA-Reasoner family: hybrid norm and scaled cosine loss by hand, the EMA target, the training loss positions,
 latent generation (cache vs recomputation, noise, left padding), error containment, Talker generation through
-GenerationMixin (greedy / beam / sampling, cache vs no cache, Mono and Dual), the coupled baselines, bit-exact
-save/load, the trust_remote_code export, bad inputs and the full-size parameter counts (on the meta device)."""
+GenerationMixin (greedy / beam / sampling, cache vs no cache, Mono and Dual), the coupled baselines, the pair's config
+and construction, and the family tester on all seven models (config validation, bit-exact save/load, strict loading,
+the trust_remote_code export with the latent-reasoning pipeline, bad inputs, the full-size parameter counts on the
+meta device)."""
 
 import json
 
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import run_without_hf_jepa
-from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
+from safetensors.torch import load_file
+from transformers import AutoConfig
 
+from hf_jepa.data.reasoning import TreeSearchTask
 from hf_jepa.modeling.jepa_reasoner import (
     CoconutConfig,
     CoconutLM,
@@ -29,6 +32,7 @@ from hf_jepa.modeling.jepa_reasoner import (
     hybrid_normalize,
     scaled_cosine_loss,
 )
+from hf_jepa.testing.family_tester import BadInput, FamilyTester, Variant
 from hf_jepa.trainers.ema import ema_update_
 from hf_jepa.trainers.recipe import Recipe
 
@@ -78,41 +82,7 @@ def assert_state_dicts_equal(a: dict, b: dict):
 # ------------------------------------------------------------------------------------------------------ configs
 
 
-@pytest.mark.parametrize(
-    "cls, overrides, field",
-    [
-        (JepaReasonerConfig, dict(num_reasoning_steps=0), "num_reasoning_steps"),
-        (JepaReasonerConfig, dict(hidden_size=30), "hidden_size"),
-        (JepaReasonerConfig, dict(latent_norm="layer"), "latent_norm"),
-        (JepaReasonerConfig, dict(sep_token_id=64), "sep_token_id"),
-        (JepaReasonerConfig, dict(ema_momentum=1.5), "ema_momentum"),
-        (JepaReasonerConfig, dict(cosine_loss_scale=0.0), "cosine_loss_scale"),
-        (JepaReasonerConfig, dict(num_encoder_layers=-1), "num_encoder_layers"),
-        (MonoTalkerConfig, dict(num_context_layers=2), "num_context_layers"),
-        (DualTalkerConfig, dict(num_context_layers=0), "num_context_layers"),
-        (MonoTalkerConfig, dict(latent_size=0), "latent_size"),
-        (CoupledTransformerConfig, dict(num_attention_heads=5), "hidden_size"),
-        (CoconutConfig, dict(num_latent_thoughts=-1), "num_latent_thoughts"),
-    ],
-)
-def test_invalid_config_names_the_field(cls, overrides, field):
-    with pytest.raises(ValueError, match=rf"{cls.__name__}\.{field}"):
-        cls.tiny(**overrides)
-
-
-def test_config_round_trip_and_auto_config(tmp_path):
-    for config in (
-        JepaReasonerConfig.tiny(cosine_loss_scale=2.0),
-        MonoTalkerConfig.tiny(),
-        DualTalkerConfig.tiny(),
-        CoupledTransformerConfig.tiny(),
-        CoconutConfig.tiny(num_latent_thoughts=2),
-    ):
-        directory = tmp_path / config.model_type
-        config.save_pretrained(directory)
-        loaded = AutoConfig.from_pretrained(directory)
-        assert type(loaded) is type(config)
-        assert loaded.to_diff_dict() | {"_name_or_path": ""} == config.to_diff_dict() | {"_name_or_path": ""}
+def test_reasoner_config_defaults():
     default = JepaReasonerConfig()
     assert (default.pad_token_id, default.bos_token_id, default.eos_token_id, default.sep_token_id) == (0, 2, 3, 4)
     assert default.latent_norm == "rms_l2" and default.cosine_loss_scale == 4.0
@@ -519,7 +489,7 @@ def test_every_model_takes_a_data_layer_batch():
         assert torch.equal(coupled(**data).loss, coupled(input_ids, attention_mask, labels=labels).loss)
 
 
-# ------------------------------------------------------------------------------------------------------ save / load
+# ------------------------------------------------------------------------------------------------------ the pair
 
 
 def perturbed_reasoner() -> JepaReasonerModel:
@@ -530,69 +500,6 @@ def perturbed_reasoner() -> JepaReasonerModel:
             parameter.add_(0.01 * torch.randn_like(parameter))
         model.norm.rms.weight.add_(0.1)
     return model
-
-
-def test_reasoner_save_load_bit_exact(tmp_path):
-    model = perturbed_reasoner()
-    model.save_pretrained(tmp_path)
-    loaded = JepaReasonerModel.from_pretrained(tmp_path).eval()
-    assert_state_dicts_equal(model.state_dict(), loaded.state_dict())
-    assert any(not torch.equal(a, b) for a, b in zip(loaded.encoder.parameters(), loaded.target_encoder.parameters()))
-    loaded.train()
-    assert not loaded.target_encoder.training
-    assert not any(p.requires_grad for p in loaded.target_encoder.parameters())
-    assert all(p.requires_grad for p in loaded.encoder.parameters())
-    loaded.eval()
-    prompt_ids, prompt_mask, answer_ids, answer_mask = batch()
-    with torch.no_grad():
-        assert torch.equal(
-            loaded(prompt_ids, prompt_mask, answer_ids, answer_mask).loss,
-            model(prompt_ids, prompt_mask, answer_ids, answer_mask).loss,
-        )
-        assert torch.equal(
-            loaded.generate_latents(prompt_ids, prompt_mask), model.generate_latents(prompt_ids, prompt_mask)
-        )
-    assert type(AutoModel.from_pretrained(tmp_path)) is JepaReasonerModel
-    with pytest.raises(ValueError, match="does not match the config"):
-        JepaReasonerModel.from_pretrained(tmp_path, num_hidden_layers=3)
-
-
-@pytest.mark.parametrize(
-    "cls, config_cls, seed",
-    [
-        (MonoTalkerModel, MonoTalkerConfig, 1),
-        (DualTalkerModel, DualTalkerConfig, 2),
-        (CoupledTransformerLM, CoupledTransformerConfig, 3),
-        (CoconutLM, CoconutConfig, 4),
-    ],
-)
-def test_generative_models_save_load_bit_exact(tmp_path, cls, config_cls, seed):
-    torch.manual_seed(seed)
-    model = cls(config_cls.tiny()).eval()
-    model.save_pretrained(tmp_path)
-    # trust_remote_code export: the modeling file and its same-folder imports are copied next to the weights.
-    copied = {"configuration_jepa_reasoner.py", "modeling_jepa_reasoner.py", "modeling_jepa_reasoner_blocks.py"}
-    if cls in (CoupledTransformerLM, CoconutLM):
-        copied.add("modeling_jepa_reasoner_baselines.py")
-    else:
-        copied.add("modeling_jepa_talker.py")
-    assert copied <= {path.name for path in tmp_path.glob("*.py")}
-    auto_map = json.loads((tmp_path / "config.json").read_text())["auto_map"]
-    assert (
-        auto_map["AutoModel"] == auto_map["AutoModelForCausalLM"] == f"{cls.__module__.split('.')[-1]}.{cls.__name__}"
-    )
-    loaded = cls.from_pretrained(tmp_path).eval()
-    assert_state_dicts_equal(model.state_dict(), loaded.state_dict())
-    assert type(AutoModel.from_pretrained(tmp_path)) is cls
-    assert type(AutoModelForCausalLM.from_pretrained(tmp_path)) is cls
-    prompt_ids, prompt_mask, _, _ = batch()
-    if cls in (MonoTalkerModel, DualTalkerModel):
-        inputs = talker_inputs(model, torch.randn(3, 4, WIDTH), prompt_ids, prompt_mask)
-    elif cls is CoconutLM:
-        inputs = dict(prompt_ids=prompt_ids, prompt_mask=prompt_mask)
-    else:
-        inputs = dict(input_ids=prompt_ids, attention_mask=prompt_mask)
-    assert torch.equal(loaded.generate(**inputs, max_new_tokens=4), model.generate(**inputs, max_new_tokens=4))
 
 
 def test_pair_config_round_trip_and_validation(tmp_path):
@@ -669,7 +576,7 @@ def test_pair_construction_keeps_the_sub_models_init():
 
 
 @pytest.mark.parametrize("kind", ["mono", "dual"])
-def test_pair_save_load_and_generate(tmp_path, kind):
+def test_pair_from_components_reuses_the_models_and_generates_with_the_talker(kind):
     reasoner_model, talker_model = perturbed_reasoner(), (mono() if kind == "mono" else dual())
     reference_state = {f"reasoner.{k}": v.clone() for k, v in reasoner_model.state_dict().items()}
     reference_state |= {f"talker.{k}": v.clone() for k, v in talker_model.state_dict().items()}
@@ -678,50 +585,9 @@ def test_pair_save_load_and_generate(tmp_path, kind):
     assert pair.reasoner is reasoner_model and pair.talker is talker_model
     assert pair.config.reasoner_config is reasoner_model.config and pair.config.talker_config is talker_model.config
     assert_state_dicts_equal(reference_state, pair.state_dict())
-    pair.save_pretrained(tmp_path)
-
-    # One directory: config.json (both sub-configs), model.safetensors (reasoner.* / talker.*), the modeling files.
-    files = {path.name for path in tmp_path.iterdir()}
-    assert {
-        "config.json",
-        "model.safetensors",
-        "configuration_jepa_reasoner.py",
-        "modeling_jepa_reasoner.py",
-        "modeling_jepa_reasoner_blocks.py",
-        "modeling_jepa_talker.py",
-    } <= files
-    assert not (tmp_path / "reasoner").exists() and not (tmp_path / "talker").exists()
-    saved = json.loads((tmp_path / "config.json").read_text())
-    assert saved["model_type"] == "jepa_reasoner_with_talker"
-    assert saved["talker_config"]["model_type"] == ("jepa_mono_talker" if kind == "mono" else "jepa_dual_talker")
-    assert saved["auto_map"] == {
-        "AutoConfig": "configuration_jepa_reasoner.JepaReasonerWithTalkerConfig",
-        "AutoModel": "modeling_jepa_talker.JepaReasonerWithTalker",
-        # the pair writes text: pipeline("text-generation") loads it through AutoModelForCausalLM
-        "AutoModelForCausalLM": "modeling_jepa_talker.JepaReasonerWithTalker",
-    }
-    from safetensors import safe_open
-
-    with safe_open(str(tmp_path / "model.safetensors"), "pt") as handle:
-        keys = set(handle.keys())
-    assert keys == set(reference_state) and {key.split(".")[0] for key in keys} == {"reasoner", "talker"}
-
-    for loaded in (JepaReasonerWithTalker.from_pretrained(tmp_path), AutoModel.from_pretrained(tmp_path)):
-        assert type(loaded) is JepaReasonerWithTalker and type(loaded.talker) is type(pair.talker)
-        assert type(loaded.config.talker_config) is type(pair.config.talker_config)
-        assert_state_dicts_equal(pair.state_dict(), loaded.state_dict())  # the perturbed EMA target included
-        assert not any(p.requires_grad for p in loaded.reasoner.target_encoder.parameters())
-        assert all(p.requires_grad for p in loaded.reasoner.encoder.parameters())
-        loaded.train()
-        assert not loaded.reasoner.target_encoder.training
-        loaded.eval()
     prompt_ids, prompt_mask, _, _ = batch()
-    tokens, chain = loaded.generate(prompt_ids, prompt_mask, num_reasoning_steps=4, max_new_tokens=5, min_new_tokens=5)
-    expected_tokens, expected_chain = pair.generate(
-        prompt_ids, prompt_mask, num_reasoning_steps=4, max_new_tokens=5, min_new_tokens=5
-    )
+    tokens, chain = pair.generate(prompt_ids, prompt_mask, num_reasoning_steps=4, max_new_tokens=5, min_new_tokens=5)
     assert tokens.shape == (3, 5) and chain.shape == (3, 4, WIDTH)
-    assert torch.equal(tokens, expected_tokens) and torch.equal(chain, expected_chain)
     # The tokens are the Talker's generation on the chain (BOS column dropped); beams work end to end.
     direct = pair.talker.generate(
         **talker_inputs(pair.talker, chain, prompt_ids, prompt_mask), max_new_tokens=5, min_new_tokens=5
@@ -729,134 +595,6 @@ def test_pair_save_load_and_generate(tmp_path, kind):
     assert torch.equal(direct[:, 1:], tokens)
     beams, _ = pair.generate(prompt_ids, prompt_mask, num_reasoning_steps=4, num_beams=2, max_new_tokens=3)
     assert beams.shape[0] == 3
-
-    # Strict loading: a checkpoint that does not match the config raises.
-    saved["reasoner_config"]["num_hidden_layers"] = 3
-    (tmp_path / "config.json").write_text(json.dumps(saved))
-    with pytest.raises(ValueError, match="does not match the config"):
-        JepaReasonerWithTalker.from_pretrained(tmp_path)
-
-
-# ------------------------------------------------------------------------------------------------ trust_remote_code
-
-
-def test_trust_remote_code_export_loads_without_hf_jepa(tmp_path):
-    model = perturbed_reasoner()
-    talker = mono()
-    model.save_pretrained(tmp_path / "reasoner")
-    talker.save_pretrained(tmp_path / "talker")
-    for name in ("configuration_jepa_reasoner.py", "modeling_jepa_reasoner.py", "modeling_jepa_reasoner_blocks.py"):
-        assert (tmp_path / "reasoner" / name).exists() and (tmp_path / "talker" / name).exists()
-    assert (tmp_path / "talker" / "modeling_jepa_talker.py").exists()
-    talker_map = json.loads((tmp_path / "talker" / "config.json").read_text())["auto_map"]
-    assert set(talker_map) == {"AutoConfig", "AutoModel", "AutoModelForCausalLM"}
-    prompt_ids, prompt_mask, answer_ids, answer_mask = batch()
-    torch.save(
-        dict(prompt_ids=prompt_ids, prompt_mask=prompt_mask, answer_ids=answer_ids, answer_mask=answer_mask),
-        tmp_path / "inputs.pt",
-    )
-    code = f"""
-    import torch
-    from transformers import AutoModel, AutoModelForCausalLM
-    reasoner = AutoModel.from_pretrained({str(tmp_path / "reasoner")!r}, trust_remote_code=True).eval()
-    talker = AutoModelForCausalLM.from_pretrained({str(tmp_path / "talker")!r}, trust_remote_code=True).eval()
-    inputs = torch.load({str(tmp_path / "inputs.pt")!r}, weights_only=True)
-    with torch.no_grad():
-        loss = reasoner(**inputs).loss
-        chain = reasoner.generate_latents(inputs["prompt_ids"], inputs["prompt_mask"], num_steps=5)
-    bos = torch.full((3, 1), 2)
-    tokens = talker.generate(input_ids=bos, latents=chain, max_new_tokens=5, num_beams=2)
-    torch.save({{"module": type(reasoner).__module__, "talker_module": type(talker).__module__, "loss": loss,
-                "chain": chain, "tokens": tokens,
-                "frozen": not any(p.requires_grad for p in reasoner.target_encoder.parameters())}},
-               {str(tmp_path / "result.pt")!r})
-    """
-    out = run_without_hf_jepa(code, cwd=tmp_path)
-    assert out.returncode == 0, out.stdout + out.stderr
-    result = torch.load(tmp_path / "result.pt", weights_only=True)
-    assert result["module"].startswith("transformers_modules.") and result["talker_module"].startswith(
-        "transformers_modules."
-    )
-    assert result["frozen"]
-    with torch.no_grad():
-        assert torch.equal(result["loss"], model(prompt_ids, prompt_mask, answer_ids, answer_mask).loss)
-        chain = model.generate_latents(prompt_ids, prompt_mask, num_steps=5)
-    assert torch.equal(result["chain"], chain)
-    expected = talker.generate(input_ids=bos_column(3), latents=chain, max_new_tokens=5, num_beams=2)
-    assert torch.equal(result["tokens"], expected)
-
-
-# ------------------------------------------------------------------------------------------------------ bad inputs
-
-
-def test_bad_inputs_get_clear_errors():
-    model = reasoner()
-    prompt_ids, prompt_mask, answer_ids, answer_mask = batch()
-    limit = model.config.max_position_embeddings  # 64
-    with pytest.raises(ValueError, match=r"num_steps must be an integer >= 1, got 0"):
-        model.generate_latents(prompt_ids, prompt_mask, num_steps=0)
-    with pytest.raises(ValueError, match=r"prompt_ids has length 61, longer than max_position_embeddings - num_steps"):
-        model.generate_latents(torch.full((1, 61), 7), num_steps=4)
-    model.generate_latents(torch.full((1, 60), 7), num_steps=4)  # exactly fits: 60 + SEP + 3 fed-back latents
-    with pytest.raises(
-        ValueError, match=rf"prompt_ids holds token ids in \[0, {VOCAB}\], outside the model's vocabulary"
-    ):
-        bad = prompt_ids.clone()
-        bad[0, -1] = VOCAB
-        model.generate_latents(bad)
-    with pytest.raises(ValueError, match="answer_ids holds token ids"):
-        model(prompt_ids, prompt_mask, answer_ids - 10, answer_mask)
-    with pytest.raises(ValueError, match="prompt_mask must have the shape"):
-        model.generate_latents(prompt_ids, prompt_mask[:, 1:])
-    with pytest.raises(ValueError, match=rf"longer than max_position_embeddings \({limit}\)"):
-        model(torch.full((1, 40), 7), None, torch.full((1, 30), 7))
-
-    with pytest.raises(ValueError, match=r"latent_size \(48\) must equal the reasoner's hidden_size \(32\)"):
-        JepaReasonerWithTalker.from_components(model, mono(latent_size=48))
-    with pytest.raises(ValueError, match=r"vocab_size \(80\) must equal the reasoner's vocab_size \(64\)"):
-        JepaReasonerWithTalker.from_components(model, dual(vocab_size=80))
-    with pytest.raises(ValueError, match="talker must be a MonoTalkerModel or DualTalkerModel, got JepaReasonerModel"):
-        JepaReasonerWithTalker.from_components(model, reasoner())
-    with pytest.raises(ValueError, match="reasoner must be a JepaReasonerModel, got MonoTalkerModel"):
-        JepaReasonerWithTalker.from_components(mono(), mono())
-    talker = mono()
-    with pytest.raises(ValueError, match=r"latents must have shape \(batch, steps, latent_size=32\)"):
-        talker.generate(input_ids=bos_column(3), latents=torch.randn(3, 4, 16), max_new_tokens=2)
-    with pytest.raises(ValueError, match="needs latents"):
-        talker(input_ids=bos_column(3))
-    with pytest.raises(ValueError, match="input_ids holds token ids"):
-        talker(input_ids=torch.full((3, 1), VOCAB), latents=torch.randn(3, 4, WIDTH))
-    with pytest.raises(ValueError, match="DualTalkerModel needs prompt_ids"):
-        dual()(input_ids=bos_column(3), latents=torch.randn(3, 4, WIDTH))
-    with pytest.raises(ValueError, match="CoconutLM.generate needs prompt_ids"):
-        CoconutLM(CoconutConfig.tiny()).generate(max_new_tokens=2)
-
-
-# ------------------------------------------------------------------------------------------------------ full size
-
-
-def count_on_meta(cls, config):
-    with torch.device("meta"):
-        model = cls(config)
-    assert next(model.parameters()).is_meta
-    return model, sum(p.numel() for p in model.parameters())
-
-
-def test_full_size_parameter_counts_on_meta():
-    model, total = count_on_meta(JepaReasonerModel, JepaReasonerConfig.full())
-    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    encoder = sum(p.numel() for p in model.encoder.parameters())
-    assert trainable == total - encoder  # the EMA target encoder is a frozen copy
-    assert abs(trainable - 0.9e9) / 0.9e9 < 0.1, trainable  # ~898M
-    h, i, v = 1536, 4096, 50304
-    block = 4 * h * h + 3 * h * i + 2 * h
-    assert trainable == v * h + 29 * block + 2 * h  # embeddings, 4 + 25 blocks, two hybrid-norm gains
-    for cls, config in ((MonoTalkerModel, MonoTalkerConfig.full()), (DualTalkerModel, DualTalkerConfig.full())):
-        _, talker = count_on_meta(cls, config)
-        assert abs(talker - 198e6) / 198e6 < 0.1, (cls.__name__, talker)  # ~194.5M
-        assert config.latent_size == model.config.hidden_size
-    _, coupled = count_on_meta(CoupledTransformerLM, CoupledTransformerConfig())
-    assert abs(coupled - trainable) / trainable < 0.05  # parameter-matched baseline
 
 
 # ------------------------------------------------------------------------------------------------ special token ids
@@ -885,3 +623,258 @@ def test_special_token_id_defaults_match_the_reasoning_tokenizer():
                 assert getattr(config, field) == getattr(tokenizer, field), (config_class.__name__, field)
                 checked += 1
     assert checked == 3 * len(config_classes) + 3  # sep in the reasoner and both coupled baselines
+
+
+# ------------------------------------------------------------------------------------------- the family tester
+
+TREE = TreeSearchTask(num_nodes=5, node_vocab_size=12)
+PROMPTS = [example.prompt for example in TREE.generate(3)] + ["n1", "n3 n7 , n3 n9 ? n9"]
+H, FFN, V = 1536, 4096, 50304  # the paper's width, SwiGLU size and vocabulary
+# The full reasoner's trainable parameters: embeddings, 4 + 25 blocks, two hybrid-norm gains (the EMA target encoder
+# is a frozen copy).
+REASONER_TRAINABLE = V * H + 29 * (4 * H * H + 3 * H * FFN + 2 * H) + 2 * H  # ~898M
+
+
+class TestJepaReasonerFamily(FamilyTester):
+    """The common contracts (hf_jepa.testing.family_tester) on every model of the family: the reasoner, both
+    Talkers, both coupled baselines and both reasoner + Talker pairs (the `latent-reasoning` pipeline's model)."""
+
+    config_class = JepaReasonerConfig
+    model_classes = (
+        JepaReasonerModel,
+        MonoTalkerModel,
+        DualTalkerModel,
+        CoupledTransformerLM,
+        CoconutLM,
+        JepaReasonerWithTalker,
+    )
+    variants = {
+        "reasoner": Variant(model_class=JepaReasonerModel),
+        "mono": Variant(model_class=MonoTalkerModel),
+        "dual": Variant(model_class=DualTalkerModel),
+        "coupled": Variant(model_class=CoupledTransformerLM),
+        "coconut": Variant({"num_latent_thoughts": 2}, model_class=CoconutLM),
+        "pair_mono": Variant({"talker_type": "mono"}, JepaReasonerWithTalker, tasks=("latent-reasoning",)),
+        "pair_dual": Variant({"talker_type": "dual"}, JepaReasonerWithTalker, tasks=("latent-reasoning",)),
+    }
+    invalid_configs = [
+        (JepaReasonerConfig, dict(num_reasoning_steps=0), "num_reasoning_steps"),
+        (JepaReasonerConfig, dict(hidden_size=30), "hidden_size"),
+        (JepaReasonerConfig, dict(latent_norm="layer"), "latent_norm"),
+        (JepaReasonerConfig, dict(sep_token_id=64), "sep_token_id"),
+        (JepaReasonerConfig, dict(ema_momentum=1.5), "ema_momentum"),
+        (JepaReasonerConfig, dict(cosine_loss_scale=0.0), "cosine_loss_scale"),
+        (JepaReasonerConfig, dict(num_encoder_layers=-1), "num_encoder_layers"),
+        (MonoTalkerConfig, dict(num_context_layers=2), "num_context_layers"),
+        (DualTalkerConfig, dict(num_context_layers=0), "num_context_layers"),
+        (MonoTalkerConfig, dict(latent_size=0), "latent_size"),
+        (CoupledTransformerConfig, dict(num_attention_heads=5), "hidden_size"),
+        (CoconutConfig, dict(num_latent_thoughts=-1), "num_latent_thoughts"),
+    ]
+    mismatched_configs = [
+        dict(num_hidden_layers=3),
+        (
+            "pair_mono",
+            dict(
+                config=JepaReasonerWithTalkerConfig.tiny(
+                    talker_type="mono",
+                    vocab_size=len(TREE.build_tokenizer()),
+                    reasoner_config=dict(num_hidden_layers=3),
+                )
+            ),
+        ),
+    ]
+    full_sizes = {
+        "reasoner": {"trainable": REASONER_TRAINABLE},
+        "mono": {"total": (178_200_000, 217_800_000)},  # the paper's 198M Talker (~194.5M), within 10%
+        "dual": {"total": (178_200_000, 217_800_000)},
+        # parameter-matched to the reasoner, within 5%
+        "coupled": {"total": (int(0.95 * REASONER_TRAINABLE), int(1.05 * REASONER_TRAINABLE))},
+    }
+
+    def tiny_config(self, name):
+        config = super().tiny_config(name)
+        if name.startswith("pair"):  # the pipeline's tokenizer sets the vocabulary
+            overrides = {**self.variant(name).overrides, "vocab_size": len(TREE.build_tokenizer())}
+            config = JepaReasonerWithTalkerConfig.tiny(**overrides)
+        return config
+
+    @torch.no_grad()
+    def make_trained_looking(self, name, model):
+        """The EMA target off the encoder and a moved norm gain (the reasoner); a pair's Talker with a sharpened LM
+        head (x30) that never predicts PAD/UNK/BOS/SEP, so greedy text is non-empty and differs between prompts."""
+        super().make_trained_looking(name, model)
+        if name == "reasoner":
+            model.norm.rms.weight.add_(0.1)
+        if name.startswith("pair"):
+            model.talker.lm_head.weight.mul_(30.0)
+            model.talker.lm_head.weight[[0, 1, 2, 4]] = 0.0
+
+    def save_companions(self, name, folder):
+        if name.startswith("pair"):
+            TREE.build_tokenizer().save_pretrained(folder)
+
+    def inputs(self, name):
+        prompt_ids, prompt_mask, answer_ids, answer_mask = batch()
+        chain = torch.randn(3, 4, WIDTH, generator=torch.Generator().manual_seed(5))
+        answers = dict(answer_ids=answer_ids, answer_mask=answer_mask)
+        prompts = dict(prompt_ids=prompt_ids, prompt_mask=prompt_mask)
+        if name == "coupled":
+            input_ids = torch.cat([prompt_ids, torch.full((3, 1), SEP), answer_ids], 1)
+            attention_mask = torch.cat([prompt_mask, torch.ones(3, 1, dtype=torch.long), answer_mask], 1)
+            return dict(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                labels=input_ids.masked_fill(~attention_mask.bool(), -100),
+            )
+        return {
+            "reasoner": {**prompts, **answers},
+            "mono": {"latents": chain, **answers},
+            "dual": {"latents": chain, **prompts, **answers},
+            "coconut": {**prompts, **answers},
+        }.get(name, prompts)
+
+    def calls(self, name):
+        prompt_ids, prompt_mask, _, _ = batch()
+        chain = self.inputs("mono")["latents"]
+        generate = {
+            "reasoner": ("generate_latents", dict(prompt_ids=prompt_ids, prompt_mask=prompt_mask, num_steps=5)),
+            "mono": ("generate", dict(input_ids=bos_column(3), latents=chain, max_new_tokens=5, num_beams=2)),
+            "dual": (
+                "generate",
+                dict(
+                    input_ids=bos_column(3),
+                    latents=chain,
+                    prompt_ids=prompt_ids,
+                    prompt_mask=prompt_mask,
+                    max_new_tokens=5,
+                ),
+            ),
+            "coupled": ("generate", dict(input_ids=prompt_ids, attention_mask=prompt_mask, max_new_tokens=4)),
+            "coconut": ("generate", dict(prompt_ids=prompt_ids, prompt_mask=prompt_mask, max_new_tokens=4)),
+        }
+        if name.startswith("pair"):  # the pair has no forward pass of its own; its vocabulary is the tokenizer's
+            pair_prompts = prompt_ids % len(TREE.build_tokenizer()) * prompt_mask
+            prompts = dict(prompt_ids=pair_prompts, prompt_mask=prompt_mask, num_reasoning_steps=4)
+            return {
+                "generate": ("generate", dict(prompts, max_new_tokens=5, min_new_tokens=5)),
+                "beams": ("generate", dict(prompts, num_beams=2, max_new_tokens=3)),
+            }
+        return {"forward": ("__call__", self.inputs(name)), "generate": generate[name]}
+
+    def pipeline_calls(self, name, task):
+        return [
+            ((PROMPTS,), {}),
+            ((PROMPTS,), dict(batch_size=2, num_beams=2)),
+            ((PROMPTS[0],), dict(return_latents=True)),
+            ((PROMPTS,), dict(do_sample=True, seed=3, max_new_tokens=8, latent_noise_std=0.2)),
+        ]
+
+    def bad_inputs(self):
+        prompt_ids, prompt_mask, answer_ids, answer_mask = batch()
+        out_of_vocabulary = prompt_ids.clone()
+        out_of_vocabulary[0, -1] = VOCAB
+        chain = torch.randn(3, 4, WIDTH)
+        return [
+            BadInput(
+                "num_steps",
+                method="generate_latents",
+                inputs=dict(prompt_ids=prompt_ids, prompt_mask=prompt_mask, num_steps=0),
+                match="must be an integer >= 1, got 0",
+            ),
+            BadInput(
+                "prompt_ids",
+                method="generate_latents",
+                inputs=dict(prompt_ids=torch.full((1, 61), 7), num_steps=4),
+                match="has length 61, longer than max_position_embeddings - num_steps",
+            ),
+            BadInput(
+                "prompt_ids",
+                method="generate_latents",
+                inputs=dict(prompt_ids=out_of_vocabulary),
+                match=rf"holds token ids in \[0, {VOCAB}\], outside the model's vocabulary",
+            ),
+            BadInput("answer_ids", answer_ids - 10, match="holds token ids"),
+            BadInput(
+                "prompt_mask",
+                method="generate_latents",
+                inputs=dict(prompt_ids=prompt_ids, prompt_mask=prompt_mask[:, 1:]),
+                match="must have the shape",
+            ),
+            BadInput(
+                "prompt_ids",
+                inputs=dict(prompt_ids=torch.full((1, 40), 7), answer_ids=torch.full((1, 30), 7)),
+                match=r"longer than max_position_embeddings \(64\)",
+            ),
+            BadInput(
+                "latent_size",
+                call=lambda model: JepaReasonerWithTalker.from_components(model, mono(latent_size=48)),
+                match=r"latent_size \(48\) must equal the reasoner's hidden_size \(32\)",
+            ),
+            BadInput(
+                "vocab_size",
+                call=lambda model: JepaReasonerWithTalker.from_components(model, dual(vocab_size=80)),
+                match=r"vocab_size \(80\) must equal the reasoner's vocab_size \(64\)",
+            ),
+            BadInput(
+                "talker",
+                call=lambda model: JepaReasonerWithTalker.from_components(model, reasoner()),
+                match="must be a MonoTalkerModel or DualTalkerModel, got JepaReasonerModel",
+            ),
+            BadInput(
+                "reasoner",
+                call=lambda model: JepaReasonerWithTalker.from_components(mono(), mono()),
+                match="must be a JepaReasonerModel, got MonoTalkerModel",
+            ),
+            BadInput(
+                "latents",
+                method="generate",
+                inputs=dict(input_ids=bos_column(3), latents=torch.randn(3, 4, 16), max_new_tokens=2),
+                match=r"must have shape \(batch, steps, latent_size=32\)",
+                variant="mono",
+            ),
+            BadInput("latents", inputs=dict(input_ids=bos_column(3)), match="needs latents", variant="mono"),
+            BadInput(
+                "input_ids",
+                inputs=dict(input_ids=torch.full((3, 1), VOCAB), latents=chain),
+                match="holds token ids",
+                variant="mono",
+            ),
+            BadInput(
+                "prompt_ids",
+                inputs=dict(input_ids=bos_column(3), latents=chain),
+                match="DualTalkerModel needs prompt_ids",
+                variant="dual",
+            ),
+            BadInput(
+                "prompt_ids",
+                method="generate",
+                inputs=dict(max_new_tokens=2),
+                match="CoconutLM.generate needs prompt_ids",
+                variant="coconut",
+            ),
+        ]
+
+    def test_a_prompt_that_exactly_fits_is_accepted(self, family):
+        # 60 prompt tokens + SEP + 3 fed-back latents = max_position_embeddings (64)
+        family.model("reasoner").generate_latents(torch.full((1, 60), 7), num_steps=4)
+
+    def test_the_full_talkers_read_the_full_reasoners_latents(self):
+        hidden = JepaReasonerConfig.full().hidden_size
+        assert MonoTalkerConfig.full().latent_size == DualTalkerConfig.full().latent_size == hidden
+
+    def test_the_pair_folder_is_one_model(self, family):
+        """One folder: config.json with both sub-configs, one model.safetensors (reasoner.* / talker.*), no
+        subfolders; it writes text, so AutoModelForCausalLM loads it too (pipeline("text-generation"))."""
+        for name, kind in (("pair_mono", "jepa_mono_talker"), ("pair_dual", "jepa_dual_talker")):
+            folder = family.folder(name)
+            assert not (folder / "reasoner").exists() and not (folder / "talker").exists()
+            saved = json.loads((folder / "config.json").read_text())
+            assert saved["model_type"] == "jepa_reasoner_with_talker" and saved["talker_config"]["model_type"] == kind
+            assert saved["auto_map"] == {
+                "AutoConfig": "configuration_jepa_reasoner.JepaReasonerWithTalkerConfig",
+                "AutoModel": "modeling_jepa_talker.JepaReasonerWithTalker",
+                "AutoModelForCausalLM": "modeling_jepa_talker.JepaReasonerWithTalker",
+            }
+            keys = set(load_file(str(folder / "model.safetensors")))
+            assert {key.split(".")[0] for key in keys} == {"reasoner", "talker"}

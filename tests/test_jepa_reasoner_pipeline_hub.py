@@ -1,13 +1,10 @@
 """The `latent-reasoning` pipeline on a tiny (untrained) reasoner + Talker pair: outputs equal `pair.generate` by hand,
-batching, latents, seeded sampling, generation arguments, bad inputs; the pair as one `AutoModel` directory; remote
-code without hf_jepa (pair and pipeline); and the loopback Hub round trip of a saved pair folder."""
-
-import json
-import os
+batching, latents, seeded sampling, generation arguments, bad inputs; and the loopback Hub round trip of a saved pair
+folder. (The pair folder as one model, and the pipeline without hf_jepa: the family tester in
+tests/test_jepa_reasoner_model.py.)"""
 
 import pytest
 import torch
-from conftest import run_without_hf_jepa
 from transformers import AutoModel, AutoTokenizer, pipeline
 
 import hf_jepa.pipelines  # noqa: F401 - registers the task
@@ -308,87 +305,6 @@ def test_rejects_other_models_and_missing_tokenizers(pairs, tokenizer, tmp_path)
         rf"{len(tokenizer)}",
     ):
         pipeline(TASK, model=pairs["mono"], tokenizer=big)
-
-
-# ------------------------------------------------------------------------------------------------ the pair as one model
-
-
-def test_pair_directory_loads_with_auto_model(pairs, pair_dirs):
-    for kind, directory in pair_dirs.items():
-        files = set(os.listdir(directory))
-        assert {
-            "config.json",
-            "model.safetensors",
-            "configuration_jepa_reasoner.py",
-            "modeling_jepa_reasoner.py",
-            "modeling_jepa_reasoner_blocks.py",
-            "modeling_jepa_talker.py",
-            "tokenizer.json",
-            "tokenizer_config.json",
-        } <= files
-        loaded = AutoModel.from_pretrained(directory)
-        assert type(loaded) is JepaReasonerWithTalker and loaded.is_dual == (kind == "dual")
-        expected, state = pairs[kind].state_dict(), loaded.state_dict()
-        assert expected.keys() == state.keys()
-        for name, tensor in expected.items():
-            assert torch.equal(state[name], tensor), name
-        assert not any(p.requires_grad for p in loaded.reasoner.target_encoder.parameters())
-
-
-# ------------------------------------------------------------------------------------------------ remote code
-
-
-REMOTE_CODE = """
-import json
-import torch
-from transformers import AutoModel, AutoTokenizer, pipeline
-
-prompts = json.loads({prompts!r})
-pair = AutoModel.from_pretrained({pair_dir!r}, trust_remote_code=True).eval()
-tokenizer = AutoTokenizer.from_pretrained({pair_dir!r}, trust_remote_code=True)
-with torch.no_grad():
-    ids = torch.tensor([tokenizer(prompts[0], add_special_tokens=False)["input_ids"]])
-    tokens, chain = pair.generate(ids, num_reasoning_steps=4, max_new_tokens=5)
-pipe = pipeline(model={pipe_dir!r}, trust_remote_code=True)
-classes = [type(pair).__module__, type(pair.config).__module__, type(pair.config.talker_config).__name__,
-           type(pair.config.talker_config).__module__, type(pipe).__module__, type(pipe.model).__module__]
-print(json.dumps({{
-    "classes": classes, "task": pipe.task, "tokens": tokens.tolist(), "chain": chain.tolist(),
-    "frozen": not any(p.requires_grad for p in pair.reasoner.target_encoder.parameters()),
-    "greedy": pipe(prompts), "batched": pipe(prompts, batch_size=2, num_beams=2),
-    "latents": pipe(prompts[0], return_latents=True)["latents"],
-    "sampled": pipe(prompts, do_sample=True, seed=3, max_new_tokens=8, latent_noise_std=0.2),
-}}))
-"""
-
-
-def test_trust_remote_code_without_hf_jepa(pipes, pairs, tokenizer, pair_dirs, tmp_path):
-    pipe, pair = pipes["dual"], pairs["dual"]
-    pipe_dir = tmp_path / "saved-pipe"
-    pipe.save_pretrained(pipe_dir)
-    config = json.loads((pipe_dir / "config.json").read_text())
-    assert config["custom_pipelines"][TASK]["impl"] == "latent_reasoning.LatentReasoningPipeline"
-    assert (pipe_dir / "latent_reasoning.py").exists() and (pipe_dir / "tokenizer.json").exists()
-    assert "custom_pipelines" not in pipe.model.config.to_dict()
-    code = REMOTE_CODE.format(prompts=json.dumps(PROMPTS), pair_dir=str(pair_dirs["dual"]), pipe_dir=str(pipe_dir))
-    out = run_without_hf_jepa(code, cwd=tmp_path)
-    assert out.returncode == 0, out.stdout + out.stderr
-    remote = json.loads(out.stdout.strip().splitlines()[-1])
-    modules = remote["classes"][:2] + remote["classes"][3:]
-    assert all(m.startswith("transformers_modules.") for m in modules), remote["classes"]
-    assert remote["classes"][2] == "DualTalkerConfig"  # the sub-config resolved inside the remote code
-    assert remote["task"] == TASK and remote["frozen"]
-    # Against the same directory loaded here (the in-memory pair can differ in the last bit of a float: the loaded
-    # weights sit at other memory alignments, which changes the vectorised reductions).
-    with torch.no_grad():
-        tokens, chain = pipe.model.generate(encode(tokenizer, PROMPTS[0]), num_reasoning_steps=4, max_new_tokens=5)
-        in_memory = pair.generate(encode(tokenizer, PROMPTS[0]), num_reasoning_steps=4, max_new_tokens=5)
-    assert remote["tokens"] == tokens.tolist() == in_memory[0].tolist() and remote["chain"] == chain.tolist()
-    torch.testing.assert_close(torch.tensor(remote["chain"]), in_memory[1], rtol=1e-5, atol=1e-6)
-    assert remote["greedy"] == pipe(PROMPTS)
-    assert remote["batched"] == pipe(PROMPTS, batch_size=2, num_beams=2)
-    assert remote["latents"] == pipe(PROMPTS[0], return_latents=True)["latents"]
-    assert remote["sampled"] == pipe(PROMPTS, do_sample=True, seed=3, max_new_tokens=8, latent_noise_std=0.2)
 
 
 # ------------------------------------------------------------------------------------------------ Hub round trip

@@ -228,8 +228,9 @@ class FamilyTester:
     remote_code_variants: tuple[str, ...] | None = None  # variants run without hf_jepa; None: all of them
     # (overrides, field) or (config class, overrides, field): `tiny(**overrides)` raises ValueError naming the field
     invalid_configs: list[tuple] = []
-    # `from_pretrained(folder of the first variant, **kwargs)`: a config whose weights differ from the folder's
-    mismatched_configs: list[dict] = []
+    # kwargs, or (variant, kwargs): `from_pretrained(folder of that variant (default: the first), **kwargs)` asks for a
+    # config whose weights differ from the folder's (config overrides, or `config=`)
+    mismatched_configs: list[dict | tuple[str, dict]] = []
     # variant -> {"total": n, "trainable": n}: the full preset's documented sizes (an int, or a (low, high) range)
     full_sizes: Mapping[str, Mapping[str, int | tuple[int, int]]] = {}
     load_atol: float = 0.0  # outputs of the loaded vs the in-memory model (0: bit for bit)
@@ -335,7 +336,10 @@ class FamilyTester:
                 list(range(len(self.bad_inputs()))),
                 [f"{i}-{case.argument}" for i, case in enumerate(self.bad_inputs())],
             ),
-            "mismatched_config": (list(range(len(self.mismatched_configs))), None),
+            "mismatched_config": (
+                self._mismatched_configs(),
+                [f"{n}-{i}" for i, (n, _) in enumerate(self._mismatched_configs())],
+            ),
         }
         for fixture, (values, ids) in by_fixture.items():
             if fixture in metafunc.fixturenames:
@@ -352,6 +356,10 @@ class FamilyTester:
         names = cls.remote_code_variants or list(cls.variants)
         plan = {name: family.remote_plan(name) for name in names}
         return run_remote_plan(plan, cwd=tmp_path_factory.mktemp(f"{cls.__name__}-remote"))
+
+    def _mismatched_configs(self) -> list[tuple[str, dict]]:
+        first = next(iter(self.variants))
+        return [case if isinstance(case, tuple) else (first, case) for case in self.mismatched_configs]
 
     def _invalid_configs(self) -> list[tuple]:
         return [case if len(case) == 3 else (self.config_class, *case) for case in self.invalid_configs]
@@ -474,8 +482,7 @@ class FamilyTester:
             model_class.from_pretrained(reshaped, ignore_mismatched_sizes=True)
 
     def test_strict_loading_refuses_a_mismatched_config(self, mismatched_config, family):
-        name = next(iter(self.variants))
-        kwargs = self.mismatched_configs[mismatched_config]
+        name, kwargs = mismatched_config
         model_class, folder = self.model_class(name), family.folder(name)
         config = kwargs.get("config") or model_class.config_class.from_pretrained(folder, **kwargs)
         with torch.device("meta"):
