@@ -43,16 +43,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 import torch
 import transformers
 from safetensors.torch import load_file, save_file
 from transformers import AutoConfig, pipeline
 
-from .remote_code import plain, run_remote_plan
+from .outputs import assert_same, assert_state_dicts_equal, plain
+from .remote_code import run_remote_plan
 
-__all__ = ["BadInput", "FamilyTester", "SavedFamily", "Variant", "assert_same", "assert_state_dicts_equal"]
+__all__ = ["BadInput", "FamilyTester", "SavedFamily", "Variant"]
 
 _LOADING_PROBLEMS = ("missing_keys", "unexpected_keys", "mismatched_keys")
 # Set by loading, not saved choices: the source path, the version, and the dtype transformers records on (sub-)configs.
@@ -91,39 +91,6 @@ class BadInput:
 
 def _as_variant(spec: Mapping | Variant) -> Variant:
     return spec if isinstance(spec, Variant) else Variant(overrides=dict(spec))
-
-
-def assert_state_dicts_equal(expected: Mapping[str, torch.Tensor], actual: Mapping[str, torch.Tensor], what=""):
-    """Same names, and every tensor of the same dtype, shape and values (bit for bit)."""
-    assert expected.keys() == actual.keys(), (what, sorted(set(expected) ^ set(actual)))
-    for name, tensor in expected.items():
-        assert actual[name].dtype == tensor.dtype, (what, name, actual[name].dtype, tensor.dtype)
-        assert torch.equal(actual[name], tensor), (what, name)
-
-
-def assert_same(expected: Any, actual: Any, where: str = "output", atol: float = 0.0) -> None:
-    """`actual` equals `expected` (tensors, arrays, numbers, strings, dicts and lists, nested): bit for bit, or within
-    `atol` for floating values when `atol > 0`."""
-    expected, actual = plain(expected), plain(actual)
-    if isinstance(expected, (torch.Tensor, np.ndarray)):
-        expected_t, actual_t = torch.as_tensor(expected), torch.as_tensor(actual)
-        assert actual_t.shape == expected_t.shape and actual_t.dtype == expected_t.dtype, (where, actual_t, expected_t)
-        if atol and expected_t.is_floating_point():
-            torch.testing.assert_close(actual_t, expected_t, rtol=0, atol=atol, equal_nan=True, msg=where)
-        else:
-            assert torch.equal(actual_t, expected_t), f"{where}: {actual_t} != {expected_t}"
-    elif isinstance(expected, dict):
-        assert isinstance(actual, dict) and actual.keys() == expected.keys(), (where, actual, expected)
-        for key in expected:
-            assert_same(expected[key], actual[key], f"{where}[{key!r}]", atol)
-    elif isinstance(expected, list):
-        assert isinstance(actual, list) and len(actual) == len(expected), (where, actual, expected)
-        for index, (a, b) in enumerate(zip(expected, actual)):
-            assert_same(a, b, f"{where}[{index}]", atol)
-    elif isinstance(expected, float) and atol:
-        assert actual == pytest.approx(expected, rel=0, abs=atol), (where, actual, expected)
-    else:
-        assert actual == expected, (where, actual, expected)
 
 
 def _comparable(config_dict: dict) -> dict:

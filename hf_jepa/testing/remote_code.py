@@ -16,7 +16,6 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -65,20 +64,8 @@ def run_without_hf_jepa(
     )
 
 
-def plain(value: Any) -> Any:
-    """`value` with every `ModelOutput` / `BatchFeature` / mapping as a dict and every tuple or list as a list, so
-    outputs of an installed class and of its remote-code copy compare (and pickle) alike. The same code runs in the
-    subprocess (`_PLAN_SCRIPT`)."""
-    if isinstance(value, torch.Tensor):
-        return value.detach()
-    if hasattr(value, "items") and callable(value.items):
-        return {key: plain(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [plain(item) for item in value]
-    return value
-
-
-# The subprocess's side of `run_remote_plan` (no hf_jepa; `plain` repeated on purpose, the script cannot import it).
+# The subprocess's side of `run_remote_plan` (no hf_jepa; `hf_jepa.testing.outputs.plain` repeated on purpose, the
+# script cannot import it).
 _PLAN_SCRIPT = """
 import pickle
 import torch
@@ -163,4 +150,4 @@ def run_remote_plan(plan: dict[str, dict], *, cwd: Path, timeout: int = 300) -> 
         return pickle.load(handle)
 
 
-__all__ = ["plain", "run_remote_plan", "run_without_hf_jepa"]
+__all__ = ["run_remote_plan", "run_without_hf_jepa"]
