@@ -85,8 +85,3 @@ def test_after_one_step_the_generated_delta_depends_on_the_buffer_only_with_zero
     )
     assert (diagnostics["delta_change_over_buffers"] > 0) == depends, diagnostics
     assert diagnostics["delta_relative_norm"] > 0  # both inits have a delta after a step; only "zero" listens
-
-
-def test_modulation_init_is_checked():
-    with pytest.raises(ValueError, match="modulation_init"):
-        EpmJepaConfig.tiny(modulation_init="ones")
