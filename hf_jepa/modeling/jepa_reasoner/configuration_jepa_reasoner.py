@@ -9,7 +9,7 @@ and `use_cache`); each config adds its own fields and names its default sizes.
 
 Token conventions: `[PAD]`=0, `[UNK]`=1, `[BOS]`=2, `[EOS]`=3, `[SEP]`=4, the ids of the tokenizer that
 `hf_jepa.data.reasoning.common.build_reasoning_tokenizer` builds (`REASONING_SPECIAL_TOKENS` order). This folder cannot
-import `hf_jepa.data` (trust_remote_code), so the config defaults repeat them; tests/test_jepa_reasoner_model.py
+import `hf_jepa.data` (trust_remote_code), so the config defaults repeat them; tests/jepa_reasoner/test_modeling.py
 checks that every default equals the tokenizer's id.
 """
 

@@ -1,6 +1,6 @@
 """The `latent-world-model` pipeline on EPM-JEPA: from a saved directory, outputs equal to the model's own methods,
 input formats, lists, experience warming, bad inputs. (On every track's saved folder, and with remote code without
-hf_jepa: the family tester in tests/test_epm_jepa_model.py.)"""
+hf_jepa: the family tester in tests/epm_jepa/test_modeling.py.)"""
 
 import warnings
 

@@ -1,6 +1,6 @@
 """The `modular-arithmetic` pipeline: from a model object, input formats, batched, rollout, bad inputs, training mode.
 (On every saved variant's folder, with and without an image processor, and with remote code: the family tester in
-tests/test_bro_jepa_model.py.)"""
+tests/bro_jepa/test_modeling.py.)"""
 
 import numpy as np
 import pytest

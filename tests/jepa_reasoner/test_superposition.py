@@ -190,7 +190,7 @@ def test_script_on_a_saved_reasoner_folder(tree, tmp_path, capsys):
     data, model = tree
     model.save_pretrained(tmp_path / "reasoner")
     write_data_settings(tmp_path / "reasoner", data.args)
-    script = Path(__file__).parents[1] / "research" / "jepa_reasoner" / "superposition" / "superposition.py"
+    script = Path(__file__).parents[2] / "research" / "jepa_reasoner" / "superposition" / "superposition.py"
     main = runpy.run_path(str(script))["main"]
     summary = main([str(tmp_path / "reasoner"), str(tmp_path / "out"), "5", "0.1"])
     assert summary["candidate_continuations"]["delta"] == 0.1

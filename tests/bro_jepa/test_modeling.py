@@ -354,12 +354,12 @@ class TestBroJepaFamily(FamilyTester):
         (dict(ema_momentum=1.5), "ema_momentum"),
         (dict(ema_momentum_end=-0.1), "ema_momentum_end"),
         (dict(pixel_std=0.0), "pixel_std"),
-        # the composition loss's settings (tests/test_bro_jepa_composition.py)
+        # the composition loss's settings (tests/bro_jepa/test_composition.py)
         (dict(composition_mode="pairs"), "composition_mode"),
         (dict(composition_max_n=1), "composition_max_n"),
         (dict(composition_max_n=10), "composition_max_n"),
         (dict(composition_max_n=2.0), "composition_max_n"),
-        # the CNN speed options (tests/test_bro_jepa_speed_options.py)
+        # the CNN speed options (tests/bro_jepa/test_speed_options.py)
         (dict(cnn_downsampling="avg_pool"), "cnn_downsampling"),
         (dict(cnn_hidden_size=-1), "cnn_hidden_size"),
         (dict(cnn_hidden_size=True), "cnn_hidden_size"),

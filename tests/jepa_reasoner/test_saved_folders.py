@@ -24,7 +24,7 @@ from hf_jepa.modeling.jepa_reasoner import (
     MonoTalkerConfig,
 )
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 SAVED_DICTS = json.loads((FIXTURES / "jepa_reasoner_config_dicts.json").read_text())
 CONFIG_CLASSES = {
     cls.__name__: cls
