@@ -9,7 +9,12 @@ from types import ModuleType
 
 __all__ = ["APPS", "app_module", "family_of_model_type"]
 
-APPS = {"bro-jepa": "hf_jepa.spaces.bro_jepa", "epm-jepa": "hf_jepa.spaces.epm_jepa"}
+APPS = {
+    "bro-jepa": "hf_jepa.spaces.bro_jepa",
+    "epm-jepa": "hf_jepa.spaces.epm_jepa",
+    "i-jepa": "hf_jepa.spaces.i_jepa",
+    "t-jepa": "hf_jepa.spaces.t_jepa",
+}
 
 
 def app_module(family: str) -> ModuleType:
