@@ -37,18 +37,16 @@ import copy
 import inspect
 import json
 import re
-import shutil
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
 import transformers
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 from transformers import AutoConfig, pipeline
 
+from .family_setup import BadInput, SavedFamily, Variant, as_variant, ema_targets, rewrite_weights, weights_file
 from .outputs import assert_same, assert_state_dicts_equal, plain
 from .remote_code import run_remote_plan
 
@@ -59,126 +57,12 @@ _LOADING_PROBLEMS = ("missing_keys", "unexpected_keys", "mismatched_keys")
 _VOLATILE_CONFIG_KEYS = ("_name_or_path", "transformers_version", "dtype")
 
 
-@dataclass(frozen=True)
-class Variant:
-    """One model setup of a family: `model_class` (default: the tester's first) built from its config class's
-    `tiny(**overrides)`; `tasks`: the pipeline tasks run on its folder (default: the tester's `pipeline_tasks`);
-    `companions`: whether the image processor / tokenizer is saved beside the weights (False: neither the folder nor
-    its saved pipeline holds a `preprocessor_config.json`, and the pipelines build their own processor)."""
-
-    overrides: Mapping[str, Any] = field(default_factory=dict)
-    model_class: type | None = None
-    tasks: tuple[str, ...] | None = None
-    companions: bool = True
-
-
-@dataclass(frozen=True)
-class BadInput:
-    """A call the model must refuse with `error` whose message names `argument` (and matches `match`).
-
-    The call: `call(model)` if given; else `getattr(model, method)(**kwargs)` with `kwargs = inputs` if given, else the
-    variant's `inputs(name)` with `argument` set to `value` (None drops it). `variant`: default the first variant."""
-
-    argument: str
-    value: Any = None
-    error: type[Exception] = ValueError
-    match: str | None = None
-    method: str = "__call__"
-    inputs: Mapping[str, Any] | None = None
-    call: Callable[[Any], Any] | None = None
-    variant: str | None = None
-
-
-def _as_variant(spec: Mapping | Variant) -> Variant:
-    return spec if isinstance(spec, Variant) else Variant(overrides=dict(spec))
-
-
 def _comparable(config_dict: dict) -> dict:
     return {
         k: _comparable(v) if isinstance(v, dict) else v
         for k, v in config_dict.items()
         if k not in _VOLATILE_CONFIG_KEYS
     }
-
-
-def _targets(model) -> list:
-    return [target for _, target in model.ema_pairs()] if hasattr(model, "ema_pairs") else []
-
-
-def _safetensors(folder: Path) -> Path:
-    (weights,) = sorted(Path(folder).glob("*.safetensors"))  # tiny models: one unsharded file
-    return weights
-
-
-def _rewrite_weights(folder: Path, edit: Callable[[dict], None]) -> None:
-    weights = _safetensors(folder)
-    tensors = load_file(str(weights))
-    edit(tensors)
-    save_file(tensors, str(weights), metadata={"format": "pt"})
-
-
-class SavedFamily:
-    """Each variant's in-memory model, its saved folder and its saved pipelines, made once on first use (the
-    class-scoped `family` fixture). Tests must leave `model(name)` unchanged (copy it to change it)."""
-
-    def __init__(self, tester: FamilyTester, root: Path):
-        self.tester, self.root = tester, Path(root)
-        self._models: dict[str, Any] = {}
-        self._folders: dict[str, Path] = {}
-        self._pipe_folders: dict[tuple[str, str], Path] = {}
-
-    def model(self, name: str):
-        if name not in self._models:
-            self._models[name] = self.tester.make_model(name).eval()
-        return self._models[name]
-
-    def folder(self, name: str) -> Path:
-        if name not in self._folders:
-            folder = self.root / name
-            self.model(name).save_pretrained(folder)
-            if self.tester.variant(name).companions:
-                self.tester.save_companions(name, folder)
-            self._folders[name] = folder
-        return self._folders[name]
-
-    def load(self, name: str, **kwargs):
-        """A fresh model of variant `name` from its folder (the model class's own `from_pretrained`)."""
-        return type(self.model(name)).from_pretrained(self.folder(name), **kwargs)
-
-    def copy_folder(self, name: str, destination: Path) -> Path:
-        shutil.copytree(self.folder(name), destination)
-        return Path(destination)
-
-    def pipe_folder(self, name: str, task: str) -> Path:
-        """`pipeline(task, model=folder).save_pretrained(...)`: the folder a remote-code pipeline user gets."""
-        if (name, task) not in self._pipe_folders:
-            folder = self.root / f"{name}-pipeline-{task}"
-            pipe = pipeline(task, model=str(self.folder(name)))
-            pipe.save_pretrained(folder)
-            # the live model's config is left as it was (no custom_pipelines leaking into its later saves)
-            assert "custom_pipelines" not in pipe.model.config.to_dict(), (name, task)
-            if not self.tester.variant(name).companions:  # a folder without processor: the pipeline builds one
-                (folder / "preprocessor_config.json").unlink(missing_ok=True)
-            self._pipe_folders[name, task] = folder
-        return self._pipe_folders[name, task]
-
-    def auto_map(self, name: str) -> dict:
-        return json.loads((self.folder(name) / "config.json").read_text())["auto_map"]
-
-    def remote_plan(self, name: str) -> dict:
-        """This variant's entry of `run_remote_plan`."""
-        tester, folder = self.tester, self.folder(name)
-        has_processor = (folder / "preprocessor_config.json").exists()
-        return {
-            "folder": str(folder),
-            "auto_classes": [key for key in self.auto_map(name) if key != "AutoConfig"],
-            "calls": tester.calls(name),
-            "processor": tester.processor_inputs(name) if has_processor else None,
-            "pipelines": {
-                task: {"folder": str(self.pipe_folder(name, task)), "calls": tester.pipeline_calls(name, task)}
-                for task in tester.tasks(name)
-            },
-        }
 
 
 class FamilyTester:
@@ -193,6 +77,7 @@ class FamilyTester:
     pipeline_tasks: tuple[str, ...] = ()  # tasks run on each variant's folder (a Variant may name its own)
     variants: Mapping[str, Mapping | Variant] = {"default": {}}  # name -> tiny(**overrides) or a Variant
     remote_code_variants: tuple[str, ...] | None = None  # variants run without hf_jepa; None: all of them
+    hub_variants: tuple[str, ...] = ()  # also pushed to a loopback Hub and run from there without hf_jepa
     # (overrides, field) or (config class, overrides, field): `tiny(**overrides)` raises ValueError naming the field
     invalid_configs: list[tuple] = []
     # kwargs, or (variant, kwargs): `from_pretrained(folder of that variant (default: the first), **kwargs)` asks for a
@@ -230,7 +115,7 @@ class FamilyTester:
         return None
 
     def variant(self, name: str) -> Variant:
-        return _as_variant(self.variants[name])
+        return as_variant(self.variants[name])
 
     def model_class(self, name: str) -> type:
         return self.variant(name).model_class or self.model_classes[0]
@@ -257,7 +142,7 @@ class FamilyTester:
     def make_trained_looking(self, name: str, model) -> None:
         """Move what training moves, so a load that rebuilt it instead of reading it would show: by default every EMA
         target drifts off its online module. Families add their own (statistics, prototypes, adapters...)."""
-        for target in _targets(model):
+        for target in ema_targets(model):
             for parameter in target.parameters():
                 parameter.add_(0.01 * torch.randn_like(parameter))
 
@@ -276,11 +161,12 @@ class FamilyTester:
             "test_config_rejects_invalid_values": not cls.invalid_configs,
             "test_strict_loading_refuses_a_mismatched_config": not cls.mismatched_configs,
             "test_remote_code_without_hf_jepa": cls.remote_code_variants == (),
+            "test_remote_code_from_the_hub": not cls.hub_variants,
             "test_bad_inputs_name_the_argument": cls.bad_inputs is FamilyTester.bad_inputs,
             "test_parameter_count_matches_the_formula": cls.parameter_count is FamilyTester.parameter_count,
             "test_full_preset_size_on_the_meta_device": not cls.full_sizes,
             "test_pipeline_runs_on_the_saved_folder": not any(
-                cls.pipeline_tasks if _as_variant(spec).tasks is None else _as_variant(spec).tasks
+                cls.pipeline_tasks if as_variant(spec).tasks is None else as_variant(spec).tasks
                 for spec in cls.variants.values()
             ),
         }
@@ -293,6 +179,7 @@ class FamilyTester:
         by_fixture = {
             "variant": (names, names),
             "remote_variant": (list(self.remote_code_variants or names),) * 2,
+            "hub_variant": (list(self.hub_variants),) * 2,
             "sized_variant": (list(self.full_sizes),) * 2,
             "task_variant": (
                 [(name, task) for name in names for task in self.tasks(name)],
@@ -320,9 +207,26 @@ class FamilyTester:
     @pytest.fixture(scope="class")
     @classmethod
     def remote_results(cls, family, tmp_path_factory) -> dict:
+        """One subprocess without hf_jepa for the class: every remote-code variant's folder, and each `hub_variants`
+        folder pushed to a loopback Hub and loaded by repo id (entry `"<name>@hub"`)."""
         names = cls.remote_code_variants or list(cls.variants)
         plan = {name: family.remote_plan(name) for name in names}
-        return run_remote_plan(plan, cwd=tmp_path_factory.mktemp(f"{cls.__name__}-remote"))
+        cwd = tmp_path_factory.mktemp(f"{cls.__name__}-remote")
+        if not cls.hub_variants:
+            return run_remote_plan(plan, cwd=cwd)
+        from ..hub import push_to_hub
+        from .hub_server import LoopbackHub, use_loopback_hub
+
+        with LoopbackHub() as hub:
+            with use_loopback_hub(hub, cache_dir=cwd / "push-cache"):
+                for name in cls.hub_variants:
+                    push_to_hub(family.folder(name), cls._repo_id(name))
+            plan |= {f"{name}@hub": family.remote_plan(name, repo_id=cls._repo_id(name)) for name in cls.hub_variants}
+            return run_remote_plan(plan, cwd=cwd, extra_env=hub.env(cwd / "hub-cache"))
+
+    @classmethod
+    def _repo_id(cls, name: str) -> str:
+        return f"org/{cls.__name__.lower()}-{name}".replace("_", "-")
 
     def _mismatched_configs(self) -> list[tuple[str, dict]]:
         first = next(iter(self.variants))
@@ -423,11 +327,11 @@ class FamilyTester:
     # ------------------------------------------------------------------ strict loading
     def test_strict_loading_refuses_missing_extra_and_reshaped_weights(self, variant, family, tmp_path):
         model_class = self.model_class(variant)
-        saved = load_file(str(_safetensors(family.folder(variant))))
+        saved = load_file(str(weights_file(family.folder(variant))))
         # One tensor dropped from every top-level module (two dotted levels deep): each must be reported missing.
         dropped = sorted({".".join(key.split(".")[:2]): key for key in sorted(saved)}.values())
         missing = family.copy_folder(variant, tmp_path / "missing")
-        _rewrite_weights(missing, lambda tensors: [tensors.pop(key) for key in dropped])
+        rewrite_weights(missing, lambda tensors: [tensors.pop(key) for key in dropped])
         with pytest.raises(ValueError, match="does not match the config") as error:
             model_class.from_pretrained(missing)
         assert dropped[0] in str(error.value)
@@ -436,13 +340,13 @@ class FamilyTester:
         self.assert_targets_frozen(loose)
 
         extra = family.copy_folder(variant, tmp_path / "extra")
-        _rewrite_weights(extra, lambda tensors: tensors.update({"not_a_module.weight": torch.zeros(3)}))
+        rewrite_weights(extra, lambda tensors: tensors.update({"not_a_module.weight": torch.zeros(3)}))
         with pytest.raises(ValueError, match=r"does not match the config .*not_a_module\.weight"):
             model_class.from_pretrained(extra)
 
         key = next(k for k, v in sorted(saved.items()) if v.is_floating_point() and v.ndim)
         reshaped = family.copy_folder(variant, tmp_path / "reshaped")
-        _rewrite_weights(reshaped, lambda tensors: tensors.update({key: torch.zeros(tensors[key].numel() + 1)}))
+        rewrite_weights(reshaped, lambda tensors: tensors.update({key: torch.zeros(tensors[key].numel() + 1)}))
         with pytest.raises(RuntimeError, match="ignore_mismatched_sizes"):  # transformers' own check
             model_class.from_pretrained(reshaped)
         with pytest.raises(ValueError, match=rf"mismatched keys: \[.*{re.escape(key)}"):  # ours, when told to go on
@@ -454,7 +358,7 @@ class FamilyTester:
         config = kwargs.get("config") or model_class.config_class.from_pretrained(folder, **kwargs)
         with torch.device("meta"):
             expected = set(model_class(config).state_dict())
-        saved = set(load_file(str(_safetensors(folder))))
+        saved = set(load_file(str(weights_file(folder))))
         differences = sorted(expected ^ saved)
         assert differences, f"{kwargs} builds the same weights: not a mismatch"
         with pytest.raises(ValueError, match="does not match the config") as error:
@@ -465,17 +369,24 @@ class FamilyTester:
 
     def test_truncated_weights_raise(self, family, tmp_path):
         name = next(iter(self.variants))
-        data = _safetensors(family.folder(name)).read_bytes()
+        data = weights_file(family.folder(name)).read_bytes()
         for keep in (4, 1000, len(data) // 2, -8):
             folder = family.copy_folder(name, tmp_path / f"keep{keep}")
-            _safetensors(folder).write_bytes(data[:keep])
+            weights_file(folder).write_bytes(data[:keep])
             with pytest.raises(Exception, match="Error while deserializing header") as error:
                 self.model_class(name).from_pretrained(folder)
             assert type(error.value).__name__ == "SafetensorError", keep
 
     # ------------------------------------------------------------------ remote code without hf_jepa
     def test_remote_code_without_hf_jepa(self, remote_variant, family, remote_results):
-        name, result = remote_variant, remote_results[remote_variant]
+        self._check_remote(remote_variant, remote_results[remote_variant], family)
+
+    def test_remote_code_from_the_hub(self, hub_variant, family, remote_results):
+        """The folder pushed to a (loopback) Hub: without hf_jepa its code is downloaded with the weights and gives the
+        same classes, weights and outputs."""
+        self._check_remote(hub_variant, remote_results[f"{hub_variant}@hub"], family, pipelines=False)
+
+    def _check_remote(self, name: str, result: dict, family: SavedFamily, pipelines: bool = True) -> None:
         folder, model_class = family.folder(name), self.model_class(name)
         remote_module = "transformers_modules."
         assert result["config"] == (result["config"][0], model_class.config_class.__name__)
@@ -499,7 +410,7 @@ class FamilyTester:
             assert result["processor"][0].startswith(remote_module)
             assert result["processor"][1] == type(local).__name__
             assert_same(plain(local(**self.processor_inputs(name))), result["processed"], "remote processor")
-        assert set(result["pipelines"]) == set(self.tasks(name))
+        assert set(result["pipelines"]) == (set(self.tasks(name)) if pipelines else set())
         for task, remote in result["pipelines"].items():
             pipe_folder = family.pipe_folder(name, task)
             saved_config = json.loads((pipe_folder / "config.json").read_text())
@@ -547,7 +458,7 @@ class FamilyTester:
             "total": sum(p.numel() for p in model.parameters()),
             "trainable": sum(p.numel() for p in model.parameters() if p.requires_grad),
         }
-        frozen = sum(p.numel() for target in _targets(model) for p in target.parameters())
+        frozen = sum(p.numel() for target in ema_targets(model) for p in target.parameters())
         assert sizes["trainable"] == sizes["total"] - frozen  # only the EMA targets are frozen
         formula = self.parameter_count(config)
         assert formula is None or sizes["total"] == formula

@@ -127,10 +127,12 @@ print("ok")
 """
 
 
-def run_remote_plan(plan: dict[str, dict], *, cwd: Path, timeout: int = 300) -> dict[str, dict]:
+def run_remote_plan(
+    plan: dict[str, dict], *, cwd: Path, extra_env: dict | None = None, timeout: int = 300
+) -> dict[str, dict]:
     """Run `plan` in one subprocess without hf_jepa and return its results, per plan entry.
 
-    An entry: `folder` (a saved model folder), `auto_classes` (transformers Auto class names to load it with; the
+    An entry: `folder` (a saved model folder, or a Hub repo id with `extra_env` pointing at that Hub), `auto_classes` (transformers Auto class names to load it with; the
     last one's model is called), `calls` ({label: (method name, kwargs)}, each run under `torch.no_grad()` after
     `torch.manual_seed(0)`), `processor` (kwargs for the folder's image processor, or None) and `pipelines` ({task:
     {"folder": a folder written by `pipe.save_pretrained`, "calls": [(args, kwargs), ...]}}). A result: `config`,
@@ -142,7 +144,7 @@ def run_remote_plan(plan: dict[str, dict], *, cwd: Path, timeout: int = 300) -> 
     with open(plan_path, "wb") as handle:
         pickle.dump(plan, handle)
     out = run_without_hf_jepa(
-        _PLAN_SCRIPT.format(plan=str(plan_path), result=str(result_path)), cwd=cwd, timeout=timeout
+        _PLAN_SCRIPT.format(plan=str(plan_path), result=str(result_path)), cwd=cwd, extra_env=extra_env, timeout=timeout
     )
     if out.returncode != 0:
         raise AssertionError(f"the remote-code subprocess failed ({out.returncode}):\n{out.stdout}\n{out.stderr}")

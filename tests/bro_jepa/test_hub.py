@@ -1,11 +1,11 @@
-"""BRo-JEPA through the (loopback) Hub: push_to_hub, from_pretrained("org/name"), pipeline, remote code."""
+"""BRo-JEPA through the (loopback) Hub: push_to_hub, from_pretrained("org/name"), the pipeline. (Remote code from a Hub
+repo without hf_jepa: the family tester in tests/bro_jepa/test_modeling.py.)"""
 
 import json
 
 import numpy as np
 import pytest
 import torch
-from conftest import run_without_hf_jepa
 from transformers import AutoImageProcessor, AutoModel, pipeline
 
 from hf_jepa import BroJepaConfig, BroJepaImageProcessor, BroJepaModel
@@ -80,30 +80,3 @@ def test_pipeline_from_hub(pushed, online):
     assert [r["operation"] for r in results] == operations
     for a, b in zip(results, expected):
         np.testing.assert_allclose(a["latent"], b["latent"], rtol=0, atol=1e-5)
-
-
-REMOTE_CODE = """
-from transformers import AutoImageProcessor, AutoModel
-
-model = AutoModel.from_pretrained({repo_id!r}, trust_remote_code=True)
-processor = AutoImageProcessor.from_pretrained({repo_id!r}, trust_remote_code=True)
-assert type(model).__module__.startswith("transformers_modules."), type(model).__module__
-assert type(processor).__module__.startswith("transformers_modules."), type(processor).__module__
-assert not any(p.requires_grad for p in model.target_encoder.parameters())
-from safetensors.torch import save_file
-save_file({{k: v.contiguous() for k, v in model.state_dict().items()}}, {result!r})
-print("ok")
-"""
-
-
-def test_trust_remote_code_from_hub_without_hf_jepa(hub, pushed, tmp_path):
-    code = REMOTE_CODE.format(repo_id=REPO_ID, result=str(tmp_path / "state.safetensors"))
-    out = run_without_hf_jepa(code, cwd=tmp_path, extra_env=hub.env(tmp_path / "sub-cache"))
-    assert out.returncode == 0, out.stdout + out.stderr
-    from safetensors.torch import load_file
-
-    state = load_file(tmp_path / "state.safetensors")
-    reference = pushed.state_dict()
-    assert reference.keys() == state.keys()
-    for name, tensor in reference.items():
-        assert torch.equal(state[name], tensor), name

@@ -326,6 +326,7 @@ class TestBroJepaFamily(FamilyTester):
     model_classes = (BroJepaModel,)
     processor_class = BroJepaImageProcessor
     pipeline_tasks = ("modular-arithmetic",)
+    hub_variants = ("jepa",)  # also from a loopback Hub repo without hf_jepa
     variants = {
         "jepa": {},
         "learnable_angle": {"learnable_angle": True},

@@ -333,6 +333,7 @@ class TestEpmJepaFamily(FamilyTester):
     model_classes = (EpmJepaModel,)
     processor_class = EpmJepaImageProcessor
     pipeline_tasks = ("latent-world-model",)
+    hub_variants = ("epm",)  # also from a loopback Hub repo without hf_jepa
     variants = {"vanilla": {"track": "vanilla"}, "ei": {"track": "ei"}, "epm": {"track": "epm"}}
     invalid_configs = [
         (dict(track="epm-jepa"), "track"),
@@ -344,7 +345,10 @@ class TestEpmJepaFamily(FamilyTester):
         (dict(predictor_num_layers=1), "predictor_num_layers"),
         (dict(surprisal_momentum=1.5), "surprisal_momentum"),
         (dict(context_length=0), "context_length"),
-        (dict(modulation_init="ones"), "modulation_init"),  # the memory path's init (tests/epm_jepa/test_memory_path.py)
+        (
+            dict(modulation_init="ones"),
+            "modulation_init",
+        ),  # the memory path's init (tests/epm_jepa/test_memory_path.py)
     ]
     # the default (track-C) full preset: ~3.4M parameters
     full_sizes = {"epm": {"total": (3_000_000, 4_000_000)}}

@@ -397,6 +397,7 @@ class TestIJepaFamily(FamilyTester):
     model_classes = (IJepaModel,)
     processor_class = IJepaImageProcessor
     pipeline_tasks = ("jepa-feature-extraction",)
+    hub_variants = ("default",)  # also from a loopback Hub repo without hf_jepa
     variants = {"default": {}}
     # ViT fields go to the backbone (IJepaConfig.backbone_config.<field>); the first field a message names
     invalid_configs = [

@@ -657,6 +657,7 @@ class TestJepaReasonerFamily(FamilyTester):
         "pair_mono": Variant({"talker_type": "mono"}, JepaReasonerWithTalker, tasks=("latent-reasoning",)),
         "pair_dual": Variant({"talker_type": "dual"}, JepaReasonerWithTalker, tasks=("latent-reasoning",)),
     }
+    hub_variants = ("pair_mono",)  # also from a loopback Hub repo without hf_jepa
     invalid_configs = [
         (JepaReasonerConfig, dict(num_reasoning_steps=0), "num_reasoning_steps"),
         (JepaReasonerConfig, dict(hidden_size=30), "hidden_size"),

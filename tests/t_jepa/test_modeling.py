@@ -439,6 +439,7 @@ class TestTJepaFamily(FamilyTester):
     config_class = TJepaConfig
     model_classes = (TJepaModel,)
     pipeline_tasks = ("jepa-feature-extraction",)
+    hub_variants = ("jepa",)  # also from a loopback Hub repo without hf_jepa
     variants = {objective: {"objective": objective} for objective in OBJECTIVES}
     invalid_configs = [
         (dict(objective="simclr"), "objective"),
