@@ -11,6 +11,7 @@ A family's test class subclasses it and says what the family is; the tester then
         invalid_configs = [({"latent_dim": 0}, "latent_dim")]             # (overrides, field)
         mismatched_configs = [{"objective": "supervised"}]                 # from_pretrained(folder, **kwargs) refuses
         full_sizes = {"jepa": {"total": 123_456, "trainable": 61_728}}     # the full preset on the meta device
+        hub_variants = ("jepa",)                       # also pushed to a loopback Hub and run from there
 
         def inputs(self, name): ...                    # forward kwargs of variant `name` (tensors)
         def bad_inputs(self): ...                      # [BadInput(argument, value, error, match), ...]
@@ -22,7 +23,7 @@ code and `auto_map`, every Auto class it declares); save/load bit-exact (every t
 `calls(name)`; EMA targets frozen and in eval mode); strict loading (a dropped, extra, reshaped or truncated tensor and
 the family's `mismatched_configs` raise; nothing is silently initialised); remote code without hf_jepa (one subprocess
 per test class runs every variant's folder, its image processor and its pipelines with `trust_remote_code=True`: the
-same classes by name, bit-equal weights and outputs); bad inputs (the error names the argument and changes nothing);
+same classes by name, bit-equal weights and outputs; `hub_variants` also from a loopback Hub repo); bad inputs (the error names the argument and changes nothing);
 parameter counts (the family's formula on tiny models; the full preset built on the meta device against its documented
 size); pipelines (each task on the saved folder gives what it gives on the in-memory model).
 
