@@ -100,6 +100,7 @@ class FamilyTester:
         return {"forward": ("__call__", self.inputs(name))}
 
     def bad_inputs(self) -> list[BadInput]:
+        """The calls the model must refuse, each naming its argument (built anew for every test)."""
         return []
 
     def pipeline_calls(self, name: str, task: str) -> list[tuple[tuple, dict]]:
