@@ -141,6 +141,8 @@ def test_space_folder_runs_with_python_app_py_and_pushes_to_the_hub(bro_folder, 
 
     space = write_space(str(bro_folder), tmp_path / "space")
     assert {"app.py", "requirements.txt", "README.md", "model", "hf_jepa"} <= {p.name for p in space.iterdir()}
+    assert (space / "hf_jepa" / "model_cards" / "bro_jepa.md").is_file()  # as a wheel lays the package out
+    assert (space / "hf_jepa" / "configs" / "accelerate" / "cpu_2proc.yaml").is_file()
     card = ModelCard.load(space / "README.md").data.to_dict()
     assert (card["sdk"], card["app_file"]) == ("gradio", "app.py")
     requirements = (space / "requirements.txt").read_text().splitlines()

@@ -23,6 +23,8 @@ from .registry import app_module, family_of_model_type
 
 __all__ = ["push_space", "space_requirements", "write_space"]
 
+# hf_jepa's data packages (model and dataset card templates, training configs).
+DATA_PACKAGES = ("model_cards", "dataset_cards", "configs")
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 # Packages the apps import beyond hf-jepa's own requirements (the `spaces` extra).
 APP_REQUIREMENTS = ("gradio", "matplotlib")
@@ -126,9 +128,15 @@ def write_space(model: str, output: str | Path, family: str | None = None) -> Pa
         shutil.copytree(local, output / "model", ignore=shutil.ignore_patterns(*RUN_STATE, "__pycache__"))
     import hf_jepa
 
-    shutil.copytree(
-        Path(hf_jepa.__file__).parent, output / "hf_jepa", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
-    )
+    skip = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(Path(hf_jepa.__file__).parent, output / "hf_jepa", ignore=skip)
+    # The data packages live outside hf_jepa/ in a source checkout (pyproject's package-dir): copy them where a wheel
+    # puts them, so the vendored copy renders cards and finds its configs as the installed package does.
+    package_dir = Path(hf_jepa.__file__).resolve().parent
+    for data_package in DATA_PACKAGES:
+        target, source = output / "hf_jepa" / data_package, package_dir.parent / data_package
+        if not target.exists() and source.is_dir():
+            shutil.copytree(source, target, ignore=skip)
     model_line = 'str(HERE / "model")' if model_id is None else json.dumps(model_id)
     version = _installed("hf-jepa")
     (output / "app.py").write_text(APP_PY.format(title=module.TITLE, version=version, model=model_line, family=family))
