@@ -139,6 +139,15 @@ def cfg_robustness(
 
 
 @torch.no_grad()
+def vocabulary_latents(reasoner) -> torch.Tensor:
+    """Each vocabulary token's target-encoder latent in isolation (the token alone at position 0): the discrete points
+    a reasoner's predictions aim at. Returns `(vocab_size, hidden)` float32 on the CPU, row i = token id i (the
+    special tokens `REASONING_SPECIAL_TOKENS` first)."""
+    token_ids = torch.arange(reasoner.config.vocab_size, device=reasoner.device)[:, None]
+    return reasoner.encode(token_ids, torch.ones_like(token_ids), use_target_encoder=True)[:, 0].float().cpu()
+
+
+@torch.no_grad()
 def mixed_latents(model, data: ReasoningData, num_prompts: int = 200) -> dict:
     """How "mixed" the reasoner's free-running latents are: the mean cosine of a predicted latent to its nearest and
     second-nearest vocabulary latent (a latent sitting on one token has top-1 ~1; a mixture of several tokens has a
@@ -149,9 +158,7 @@ def mixed_latents(model, data: ReasoningData, num_prompts: int = 200) -> dict:
     chain = model.generate_latents(prompt_ids, prompt_mask, num_steps=data.max_answer_length).float().cpu()
     mask = data.eval["answer_mask"][:num_prompts].bool()
     predicted = chain[mask]
-    # Each vocabulary token's target-encoder latent in isolation (position 0): the discrete points predictions aim at.
-    token_ids = torch.arange(model.config.vocab_size, device=device)[:, None]
-    vocabulary = model.encode(token_ids, torch.ones_like(token_ids), use_target_encoder=True)[:, 0].float().cpu()
+    vocabulary = vocabulary_latents(model)
     words = vocabulary[len(REASONING_SPECIAL_TOKENS) :]  # [PAD] [UNK] [BOS] [EOS] [SEP] come first and are not words
     mean = words.mean(0, keepdim=True)
     _, _, basis = torch.linalg.svd(words - mean, full_matrices=False)

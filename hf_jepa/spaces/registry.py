@@ -13,6 +13,7 @@ APPS = {
     "bro-jepa": "hf_jepa.spaces.bro_jepa",
     "epm-jepa": "hf_jepa.spaces.epm_jepa",
     "i-jepa": "hf_jepa.spaces.i_jepa",
+    "jepa-reasoner": "hf_jepa.spaces.jepa_reasoner",
     "t-jepa": "hf_jepa.spaces.t_jepa",
 }
 
