@@ -21,7 +21,6 @@ from hf_jepa.spaces.bro_jepa import predict
 from hf_jepa.testing.browser import browser_page, free_port, image_shown, screenshot, serve, set_slider, upload
 from hf_jepa.testing.harness import train_quickly
 
-pytest.importorskip("gradio")
 pytestmark = pytest.mark.browser
 
 

@@ -9,9 +9,6 @@ import io
 import numpy as np
 import pytest
 from PIL import Image
-
-pytest.importorskip("gradio")
-
 from transformers import pipeline
 
 from hf_jepa.cli_settings import build_train_setup

@@ -9,8 +9,6 @@ import shutil
 import numpy as np
 import pytest
 
-pytest.importorskip("gradio")
-
 from hf_jepa import EpmJepaConfig
 from hf_jepa.recipes.epm_jepa import EpmJepaDataArguments, EpmJepaRecipe
 from hf_jepa.spaces import build_app, epm_tracks

@@ -14,8 +14,6 @@ from hf_jepa.spaces.layout import UserInputError
 from hf_jepa.spaces.models import resolve_model
 from hf_jepa.testing.browser import browser_page, image_shown, screenshot, serve, set_slider
 
-pytest.importorskip("gradio")
-
 pytestmark = pytest.mark.browser
 
 _TASK = {"task": "cfg", "num_train_examples": 300, "num_eval_examples": 20, "plot": False, "disable_progress_bar": True}
