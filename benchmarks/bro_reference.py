@@ -121,10 +121,20 @@ def evaluate(encoder, target_encoder, rotation, train_images, train_labels, test
 
 
 def train(
-    train_images, train_labels, test_images, test_labels, checkpoints_s, batch_size=256, lr=2e-3, ema=0.99, seed=0
+    train_images,
+    train_labels,
+    test_images,
+    test_labels,
+    checkpoints_s,
+    batch_size=256,
+    lr=2e-3,
+    ema=0.99,
+    seed=0,
+    perturbed_test_images=None,
 ):
     """Train until the last of `checkpoints_s` (seconds of training, evaluation excluded); returns
-    `[(train_seconds, step, zero_shot, seen), ...]`, one row per checkpoint."""
+    `[(train_seconds, step, zero_shot, seen, perturbed), ...]`, one row per checkpoint, where `perturbed` maps each
+    name of `perturbed_test_images` (name -> uint8 test images, same labels) to the zero-shot accuracy on them."""
     torch.manual_seed(seed)
     encoder, rotation = Encoder(), Rotation()
     target_encoder = copy.deepcopy(encoder).requires_grad_(False)  # stays in train mode: BN uses its own batch
@@ -158,8 +168,12 @@ def train(
             zero_shot, seen = evaluate(
                 encoder, target_encoder, rotation, train_images, train_labels, test_images, test_labels
             )
+            perturbed = {
+                name: evaluate(encoder, target_encoder, rotation, train_images, train_labels, images, test_labels)[0]
+                for name, images in (perturbed_test_images or {}).items()
+            }
             target_encoder.train()
-            rows.append((clock, step, zero_shot, seen))
+            rows.append((clock, step, zero_shot, seen, perturbed))
     return rows
 
 
@@ -179,7 +193,7 @@ def main():
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     checkpoints = [args.seconds * f for f in (0.25, 0.5, 0.75, 1.0)]
-    for seconds, step, zero_shot, seen in train(*load_splits(args.data), checkpoints):
+    for seconds, step, zero_shot, seen, _ in train(*load_splits(args.data), checkpoints):
         print(f"{seconds:7.1f} s  step {step:5d}  zero-shot {100 * zero_shot:6.2f}%  seen {100 * seen:6.2f}%")
 
 

@@ -9,10 +9,15 @@ preset) unless `--hf-set` overrides them, so the clock includes the trainer's ow
 steps of its one schedule (the accuracy at a checkpoint is what that run had reached, the last one is what the command
 delivers).
 
+Every checkpoint also scores zero-shot accuracy on the test digits moved by 2 px and turned by +-15 degrees
+(`hf_jepa.data.PERTURBATIONS`: the same perturbed images for every system), the robustness a user drawing a digit
+needs. `--variant "KEY=VALUE ..."` adds an hf-jepa system trained with those overrides on top of `--hf-set` (e.g.
+`--variant max_shift=2` for the shift augmentation), interleaved with the others.
+
 Writes `research/speed/time_to_accuracy/time_to_accuracy.md` and `research/speed/time_to_accuracy/time_to_accuracy.png` (mean and min..max over repeats) with the
 machine's load average at start and end.
 
-Run: `python benchmarks/time_to_accuracy.py [--threads 2] [--repeats 2] [--hf-set max_steps=600 ...]`
+Run: `python benchmarks/time_to_accuracy.py [--threads 2] [--repeats 2] [--hf-set max_steps=600 ...] [--variant ...]`
 """
 
 import argparse
@@ -29,8 +34,8 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bro_reference  # noqa: E402
 
-from hf_jepa.data import MnistSplits  # noqa: E402
-from hf_jepa.metrics import evaluate_modular_arithmetic  # noqa: E402
+from hf_jepa.data import PERTURBATIONS, MnistSplits, perturb_images  # noqa: E402
+from hf_jepa.metrics import evaluate_modular_arithmetic, zero_shot_under_perturbations  # noqa: E402
 from hf_jepa.recipes.bro_jepa import FAMILIES, BroJepaDataArguments, BroJepaRecipe  # noqa: E402
 from hf_jepa.trainers import JepaTrainer, TrainingArguments  # noqa: E402
 
@@ -53,10 +58,17 @@ class _CheckpointedRecipe(BroJepaRecipe):
         self.finalize(model)
         pixels = self._pixels(self.splits.test_images)
         metrics = evaluate_modular_arithmetic(model, pixels, self.splits.test_labels)
+        perturbed = zero_shot_under_perturbations(model, self.splits.test_images, self.splits.test_labels, self._pixels)
         model.train(was_training)
         # elapsed_s was taken before this call; earlier evaluations are inside it and come off the clock.
         self.rows.append(
-            (record["elapsed_s"] - self.eval_seconds, step, metrics["zero_shot_accuracy"], metrics["seen_accuracy"])
+            (
+                record["elapsed_s"] - self.eval_seconds,
+                step,
+                metrics["zero_shot_accuracy"],
+                metrics["seen_accuracy"],
+                {name: perturbed[f"zero_shot_accuracy_{name}"] for name in PERTURBATIONS},
+            )
         )
         self.eval_seconds += time.perf_counter() - start
         return {}
@@ -72,7 +84,7 @@ def parse_overrides(items):
 
 def run_hf_jepa(splits, overrides, seed=0, fractions=CHECKPOINT_FRACTIONS):
     """One `hf-jepa train bro-jepa` run (family defaults + `overrides`), evaluated at CHECKPOINT_FRACTIONS of its
-    steps; returns `[(train_seconds, step, zero_shot, seen), ...]`."""
+    steps; returns `[(train_seconds, step, zero_shot, seen, {perturbation: zero_shot}), ...]`."""
     train_keys = set(TrainingArguments.__dataclass_fields__)
     train = {**FAMILY.training_defaults, **{k: v for k, v in overrides.items() if k in train_keys}}
     data_keys = set(BroJepaDataArguments.__dataclass_fields__)
@@ -112,25 +124,36 @@ def _gcd(values):
 
 def run_reference(splits, seconds, seed=0):
     checkpoints = [seconds * f for f in CHECKPOINT_FRACTIONS]
+    perturbed = {name: perturb_images(splits.test_images, name) for name in PERTURBATIONS}
     return bro_reference.train(
-        splits.train_images, splits.train_labels, splits.test_images, splits.test_labels, checkpoints, seed=seed
+        splits.train_images,
+        splits.train_labels,
+        splits.test_images,
+        splits.test_labels,
+        checkpoints,
+        seed=seed,
+        perturbed_test_images=perturbed,
     )
 
 
 def first_time_at(rows, threshold):
-    return next((t for t, _, acc, _ in rows if acc >= threshold), None)
+    return next((row[0] for row in rows if row[2] >= threshold), None)
+
+
+def _spread(values, digits=2):
+    values = list(values)
+    return f"{sum(values) / len(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
 
 
 def summarise(name, runs):
-    """Markdown rows: per checkpoint, mean seconds and mean/min/max zero-shot over the repeats."""
+    """Markdown rows: per checkpoint, mean (min-max) over the repeats of seconds, zero-shot clean and perturbed."""
     lines = []
     for index in range(len(runs[0])):
-        seconds = [r[index][0] for r in runs]
-        accs = [100 * r[index][2] for r in runs]
-        seen = [100 * r[index][3] for r in runs]
+        at = [r[index] for r in runs]
+        perturbed = " | ".join(_spread(100 * row[4][p] for row in at) for p in PERTURBATIONS)
         lines.append(
-            f"| {name} | {runs[0][index][1]} | {sum(seconds) / len(seconds):.1f} ({min(seconds):.1f}-{max(seconds):.1f}) "
-            f"| {sum(accs) / len(accs):.2f} ({min(accs):.2f}-{max(accs):.2f}) | {sum(seen) / len(seen):.2f} |"
+            f"| {name} | {at[0][1]} | {_spread((row[0] for row in at), 1)} | {_spread(100 * row[2] for row in at)} "
+            f"| {sum(100 * row[3] for row in at) / len(at):.2f} | {perturbed} |"
         )
     return lines
 
@@ -167,6 +190,13 @@ def main():
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--reference-seconds", type=float, default=80.0, help="training seconds of each reference run")
     parser.add_argument("--hf-set", nargs="*", default=[], metavar="KEY=VALUE", help="overrides of the hf-jepa run")
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar='"KEY=VALUE ..."',
+        help="an extra hf-jepa system: these overrides on top of --hf-set (repeatable)",
+    )
     parser.add_argument("--systems", nargs="+", default=["hf-jepa", "reference"], choices=["hf-jepa", "reference"])
     parser.add_argument("--seed", type=int, default=0, help="seed of the first repeat (repeat r uses seed + r)")
     parser.add_argument("--label", default="", help="suffix of the report's file names")
@@ -178,17 +208,21 @@ def main():
     load_start = os.getloadavg()
     splits = MnistSplits(args.data)
     overrides = parse_overrides(args.hf_set)
-    results = {name: [] for name in args.systems}
+    # name -> hf-jepa overrides (None: the reference)
+    systems = {name: (overrides if name == "hf-jepa" else None) for name in args.systems}
+    for variant in args.variant:
+        systems[f"hf-jepa {variant}"] = {**overrides, **parse_overrides(variant.split())}
+    results = {name: [] for name in systems}
     for repeat in range(args.repeats):
-        for name in args.systems:
+        for name, system_overrides in systems.items():
             seed = args.seed + repeat  # the spread covers the seed as well as the machine
             rows = (
-                run_hf_jepa(splits, overrides, seed=seed)
-                if name == "hf-jepa"
-                else run_reference(splits, args.reference_seconds, seed=seed)
+                run_reference(splits, args.reference_seconds, seed=seed)
+                if system_overrides is None
+                else run_hf_jepa(splits, system_overrides, seed=seed)
             )
             results[name].append(rows)
-            print(name, repeat, [(round(t, 1), s, round(100 * a, 2)) for t, s, a, _ in rows], flush=True)
+            print(name, repeat, [(round(r[0], 1), r[1], round(100 * r[2], 2), r[4]) for r in rows], flush=True)
     load_end = os.getloadavg()
 
     out = Path(args.out)
@@ -207,17 +241,32 @@ def main():
         f"at end {tuple(round(x, 2) for x in load_end)}",
         f"{args.repeats} repeats per system, interleaved; seconds of training with evaluation excluded; "
         "mean (min-max) over the repeats.",
-        f"hf-jepa: `{hf_label}`; reference: `benchmarks/bro_reference.py` (fp32, batch 256, AdamW 2e-3, EMA 0.99).",
+        f"hf-jepa: `{hf_label}`; `hf-jepa KEY=VALUE`: the same with those overrides; "
+        "reference: `benchmarks/bro_reference.py` (fp32, batch 256, AdamW 2e-3, EMA 0.99).",
+        "Zero-shot (ops +-2..+-9) on the clean test digits, on the same digits moved by 2 px in one of the 8 directions "
+        "and turned by +-15 degrees (`hf_jepa.data.perturb_images`, seed 0; prototypes from the clean training digits).",
         "",
-        "| system | step | train seconds | zero-shot % | seen % |",
-        "|---|---|---|---|---|",
+        "| system | step | train seconds | zero-shot % | seen % | zero-shot, moved 2 px % | zero-shot, turned 15° % |",
+        "|---|---|---|---|---|---|---|",
     ]
     for name, runs in results.items():
         lines += summarise(name, runs)
-    lines += ["", "First checkpoint at >= 99.0% zero-shot (seconds, per repeat):", ""]
+    lines += [
+        "",
+        "Side by side: first checkpoint at >= 99.0% clean zero-shot (seconds, per repeat) and the last checkpoint's "
+        "accuracies (mean over the repeats):",
+        "",
+        "| system | seconds to 99% clean | clean % | moved 2 px % | turned 15° % |",
+        "|---|---|---|---|---|",
+    ]
     for name, runs in results.items():
         times = [first_time_at(r, 0.99) for r in runs]
-        lines.append(f"- {name}: {', '.join('not reached' if t is None else f'{t:.1f} s' for t in times)}")
+        last = [r[-1] for r in runs]
+        perturbed = " | ".join(f"{sum(100 * row[4][p] for row in last) / len(last):.2f}" for p in PERTURBATIONS)
+        lines.append(
+            f"| {name} | {', '.join('not reached' if t is None else f'{t:.1f}' for t in times)} "
+            f"| {sum(100 * row[2] for row in last) / len(last):.2f} | {perturbed} |"
+        )
     lines.append("")
     (out / f"{stem}.md").write_text("\n".join(lines))
     print("\n".join(lines))

@@ -65,6 +65,8 @@ def result_rows(metrics: Mapping[str, Any], seen_operations: Iterable[int] = (-1
         ),
         ("rollout_accuracy", "Rollout accuracy, unseen ops (repeated ±1 steps)"),
         ("rollout_seen_accuracy", "Rollout accuracy, seen ops"),
+        ("zero_shot_accuracy_shifted_2px", "Zero-shot accuracy, test digits moved by 2 px"),
+        ("zero_shot_accuracy_rotated_15deg", "Zero-shot accuracy, test digits turned by ±15°"),
     ):
         if key in metrics and metrics[key] is not None:
             rows.append((name, _percent(metrics[key])))

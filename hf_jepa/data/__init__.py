@@ -3,9 +3,11 @@
 from .masking import MultiBlockMaskSampler, SpanMaskingCollator
 from .mnist import MNIST_HUB_ID, MnistSplits, embedded_digits, images_to_tensor, load_mnist, mnist_source_description
 from .modular_arithmetic import (
+    PERTURBATIONS,
     TRAIN_OPERATIONS,
     ModularArithmeticTask,
     normalize_images,
+    perturb_images,
     random_shift,
     unseen_operations,
 )
@@ -52,6 +54,7 @@ from .text import (
 )
 
 __all__ = [
+    "PERTURBATIONS",
     "REASONING_TASKS",
     "ArithmeticWordProblems",
     "CfgTask",
@@ -96,6 +99,7 @@ __all__ = [
     "load_mnist",
     "mnist_source_description",
     "normalize_images",
+    "perturb_images",
     "random_shift",
     "render_frames",
     "simulate_trajectories",

@@ -26,12 +26,51 @@ def random_shift(images: torch.Tensor, max_shift: int, generator: torch.Generato
     """Translate each image by an independent integer offset in [-max_shift, max_shift] (zero padding), batched."""
     if max_shift <= 0:
         return images
+    offsets = torch.randint(0, 2 * max_shift + 1, (2, len(images)), generator=generator)
+    return shift_images(images, max_shift - offsets[0], max_shift - offsets[1])
+
+
+# Fixed test-time perturbations for the robustness figures (a digit moved or turned as a user's drawing would be):
+# every test image moved by exactly 2 px in one of the 8 directions, or turned by +-15 degrees; the direction and sign
+# per image come from `seed`, so every model is scored on the same perturbed images.
+PERTURBATIONS = ("shifted_2px", "rotated_15deg")
+
+
+def shift_images(images: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+    """Move image `i` of uint8 `(N, H, W)` by `(rows[i], cols[i])` pixels (down, right; zero padding), batched."""
     batch, height, width = images.shape
-    padded = torch.nn.functional.pad(images, (max_shift,) * 4)
-    offsets = torch.randint(0, 2 * max_shift + 1, (2, batch), generator=generator)
-    rows = offsets[0][:, None] + torch.arange(height)[None, :]
-    cols = offsets[1][:, None] + torch.arange(width)[None, :]
-    return padded[torch.arange(batch)[:, None, None], rows[:, :, None], cols[:, None, :]]
+    pad = int(max(rows.abs().max(), cols.abs().max(), 0)) if batch else 0
+    padded = torch.nn.functional.pad(images, (pad,) * 4)
+    row_index = (pad - rows)[:, None] + torch.arange(height)[None, :]
+    col_index = (pad - cols)[:, None] + torch.arange(width)[None, :]
+    return padded[torch.arange(batch)[:, None, None], row_index[:, :, None], col_index[:, None, :]]
+
+
+def rotate_images(images: torch.Tensor, degrees: torch.Tensor) -> torch.Tensor:
+    """Turn image `i` of uint8 `(N, H, W)` by `degrees[i]` (counter-clockwise) about its centre, bilinear, zero fill."""
+    radians = torch.deg2rad(degrees.float())
+    cos, sin = torch.cos(radians), torch.sin(radians)
+    zeros = torch.zeros_like(cos)
+    # affine_grid maps each output position to the input position it reads, in normalised (x, y) coordinates with y
+    # pointing down: this matrix makes the picture turn counter-clockwise as displayed.
+    theta = torch.stack([torch.stack([cos, -sin, zeros], -1), torch.stack([sin, cos, zeros], -1)], 1)
+    grid = torch.nn.functional.affine_grid(theta, (len(images), 1, *images.shape[1:]), align_corners=False)
+    turned = torch.nn.functional.grid_sample(images[:, None].float(), grid, align_corners=False)
+    return turned[:, 0].round().clamp(0, 255).to(images.dtype)
+
+
+def perturb_images(images: torch.Tensor, perturbation: str, seed: int = 0) -> torch.Tensor:
+    """uint8 `(N, H, W)` test images under one of PERTURBATIONS (deterministic given `seed`)."""
+    generator = torch.Generator().manual_seed(seed)
+    count = len(images)
+    if perturbation == "shifted_2px":
+        directions = torch.tensor([(r, c) for r in (-2, 0, 2) for c in (-2, 0, 2) if (r, c) != (0, 0)])
+        chosen = directions[torch.randint(0, len(directions), (count,), generator=generator)]
+        return shift_images(images, chosen[:, 0], chosen[:, 1])
+    if perturbation == "rotated_15deg":
+        signs = torch.randint(0, 2, (count,), generator=generator) * 2 - 1
+        return rotate_images(images, 15.0 * signs)
+    raise ValueError(f"perturbation must be one of {PERTURBATIONS}, got {perturbation!r}")
 
 
 @dataclass

@@ -24,6 +24,7 @@ from .modular_arithmetic import (
     plot_latent_pca,
     prototype_off_diagonal_cosine,
     summarize_operation_accuracies,
+    zero_shot_under_perturbations,
 )
 from .world_model import (
     SIGMA_EMBED_SAFETY_THRESHOLD,
@@ -79,4 +80,5 @@ __all__ = [
     "plot_latent_pca",
     "prototype_off_diagonal_cosine",
     "summarize_operation_accuracies",
+    "zero_shot_under_perturbations",
 ]

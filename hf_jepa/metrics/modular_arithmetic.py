@@ -4,9 +4,12 @@ All accuracies are by nearest class prototype (or the supervised head) on the pr
 a prediction for image `x` (class `c`) and op `k` is correct when it is classified as `(c + k) mod modulus`.
 """
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 
+from ..data.modular_arithmetic import PERTURBATIONS, perturb_images
 from .figures import pyplot, save_figure
 
 
@@ -74,6 +77,21 @@ def evaluate_modular_arithmetic(
         "rollout_seen_accuracy": rollout_summary["seen_accuracy"],
         "accuracy_per_operation": direct,
         "rollout_accuracy_per_operation": rolled,
+    }
+
+
+def zero_shot_under_perturbations(
+    model, images: torch.Tensor, labels: torch.Tensor, to_pixels: Callable[[torch.Tensor], torch.Tensor], seed: int = 0
+) -> dict[str, float]:
+    """Zero-shot accuracy on the uint8 test `images` moved by 2 px and turned by +-15 degrees
+    (`hf_jepa.data.PERTURBATIONS`, the same perturbed images for every model given `seed`); the prototypes stay those
+    of the clean training images. `to_pixels` is the model's normalisation. Keys: `zero_shot_accuracy_<perturbation>`."""
+    device = model.class_prototypes.device
+    return {
+        f"zero_shot_accuracy_{name}": evaluate_modular_arithmetic(
+            model, to_pixels(perturb_images(images, name, seed)).to(device), labels
+        )["zero_shot_accuracy"]
+        for name in PERTURBATIONS
     }
 
 

@@ -12,7 +12,12 @@ from ..cards.bro_jepa import render_card, result_rows
 from ..data import MnistSplits, ModularArithmeticTask, normalize_images
 from ..data.images import load_image_splits
 from ..data.modular_arithmetic import TRAIN_OPERATIONS
-from ..metrics import evaluate_modular_arithmetic, plot_latent_pca, prototype_off_diagonal_cosine
+from ..metrics import (
+    evaluate_modular_arithmetic,
+    plot_latent_pca,
+    prototype_off_diagonal_cosine,
+    zero_shot_under_perturbations,
+)
 from ..modeling.bro_jepa import BroJepaConfig, BroJepaImageProcessor, BroJepaModel
 from ..trainers import Recipe
 from ._checks import check_count, check_types
@@ -111,6 +116,7 @@ class BroJepaRecipe(Recipe):
         images, labels = self._head(self.splits.test_images, self.splits.test_labels, self.data_args.eval_images)
         pixels = self._pixels(images).to(model.class_prototypes.device)
         metrics = evaluate_modular_arithmetic(model, pixels, labels)
+        metrics.update(zero_shot_under_perturbations(model, images, labels, self._pixels))
         metrics["prototype_off_diagonal_cosine"] = prototype_off_diagonal_cosine(model.class_prototypes)
         metrics["data_source"] = self.splits.source
         metrics["eval_images"] = len(labels)

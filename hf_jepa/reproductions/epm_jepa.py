@@ -142,7 +142,7 @@ def reproduce_epm_jepa(
     lora_ranks: tuple[int, ...] = (2, 8, 32),
     weight_decays: tuple[float, ...] = (0.0, 0.1, 1.0),
     eval_every: int = 5,
-    modulation_init: str = "unit",
+    modulation_init: str | None = None,
 ) -> ReproductionResult:
     """The pre-registered comparison: per seed, pretrain a vanilla base on g = 0, then run the experience phase
     (`experience_steps` = n, default 50) for each track from that base and measure D_shift(n). `quick=True` is a
@@ -151,8 +151,9 @@ def reproduce_epm_jepa(
     `protocol="episodic"` runs the memory experiments of `epm_jepa_episodic` instead (one gravity per episode,
     buffer from the current episode; default n = 200): buffer swap, adaptation over `adaptation_ks`, D_shift(n)
     every `eval_every` steps, LoRA freezes at `freeze_at`, and track C over `lora_ranks` x `weight_decays`, with
-    track C's `EpmJepaConfig.modulation_init` (research/epm_jepa/memory_diagnosis/README.md). The options after `protocol` apply
-    to it only."""
+    research/epm_jepa/memory_diagnosis/README.md). The options after `protocol` apply to it only, except
+    `modulation_init`: track C's `EpmJepaConfig.modulation_init` in both protocols (None: the config's default,
+    `"zero"`; the tables measured before that default changed pin `"unit"` in their commands)."""
     output_dir = Path(output_dir or "outputs/reproduce-epm-jepa")
     if protocol not in ("current", "episodic"):
         raise ValueError(f"protocol must be 'current' or 'episodic', got {protocol!r}")
@@ -186,6 +187,7 @@ def reproduce_epm_jepa(
     pretrain_steps = pretrain_steps or TRAINING_DEFAULTS["max_steps"]
     make_config = getattr(EpmJepaConfig, preset)
     base_config = make_config(track="vanilla")
+    track_c_init = {} if modulation_init is None else {"modulation_init": modulation_init}
     data_args = EpmJepaDataArguments(data=data, eval_sequences=16 if quick else 256)
     eval_pixels = build_eval_pixels(splits, data_args, base_config.image_size)
     runs, histories, first_seed_runs = [], {}, []
@@ -206,7 +208,7 @@ def reproduce_epm_jepa(
             adapt_args = EpmJepaDataArguments(
                 **{**asdict(data_args), "stage": "adapt", "init_from": str(base_dir), "eval_every": 1 if quick else 10}
             )
-            config = make_config(track=track)
+            config = make_config(track=track, **track_c_init)
             settings = {
                 **ADAPT_DEFAULTS,
                 "max_steps": experience_steps,
@@ -229,6 +231,7 @@ def reproduce_epm_jepa(
         pretrain_steps=pretrain_steps,
         seeds=list(seeds),
         preset=preset,
+        modulation_init=make_config(track="epm", **track_c_init).modulation_init,
         data_source=splits.source,
         quick=quick,
     )

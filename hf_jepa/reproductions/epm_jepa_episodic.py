@@ -131,7 +131,7 @@ def reproduce_episodic(
     lora_ranks: tuple[int, ...],
     weight_decays: tuple[float, ...],
     eval_every: int,
-    modulation_init: str = "unit",
+    modulation_init: str | None = None,
 ) -> ReproductionResult:
     """The episodic protocol and its four memory experiments (module docstring); writes `results.json`,
     `results.md`, `diagnostics.png` (D_shift(n) and the mechanism curves), `adaptation.png` and `sigma_vs_d.png`."""
@@ -139,8 +139,9 @@ def reproduce_episodic(
     preset_config = getattr(EpmJepaConfig, preset)
 
     def make_config(**overrides) -> EpmJepaConfig:
-        """The preset with track C's `modulation_init` (unused by tracks A and B)."""
-        return preset_config(**{"modulation_init": modulation_init, **overrides})
+        """The preset with track C's `modulation_init` (unused by tracks A and B; None: the config's default)."""
+        chosen = {} if modulation_init is None else {"modulation_init": modulation_init}
+        return preset_config(**{**chosen, **overrides})
 
     pretrain_steps = pretrain_steps or TRAINING_DEFAULTS["max_steps"]
     # The settling bump needs D_shift at the freeze step, measured every `eval_every` steps.
@@ -256,7 +257,7 @@ def reproduce_episodic(
         pretrain_steps=pretrain_steps,
         seeds=list(seeds),
         preset=preset,
-        modulation_init=modulation_init,
+        modulation_init=make_config(track="epm").modulation_init,
         episode_support=episode_support,
         eval_gravities=list(EPISODIC_EVAL_GRAVITIES),
         unseen_gravities=list(EPISODIC_UNSEEN_GRAVITIES),

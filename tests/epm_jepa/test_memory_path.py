@@ -85,3 +85,21 @@ def test_after_one_step_the_generated_delta_depends_on_the_buffer_only_with_zero
     )
     assert (diagnostics["delta_change_over_buffers"] > 0) == depends, diagnostics
     assert diagnostics["delta_relative_norm"] > 0  # both inits have a delta after a step; only "zero" listens
+
+
+def test_new_configs_default_to_zero_and_saved_folders_keep_their_value():
+    """ "zero" is the default for every new config and preset; a folder written while "unit" was the default loads
+    with "unit" (config.json and the experience adapter record the value) and computes what it computed then."""
+    from pathlib import Path
+
+    from transformers import AutoConfig
+
+    assert EpmJepaConfig().modulation_init == "zero"
+    for preset in (EpmJepaConfig.tiny, EpmJepaConfig.cpu_fast, EpmJepaConfig.full):
+        assert preset(track="epm").modulation_init == "zero", preset.__name__
+    earlier = Path(__file__).parents[1] / "fixtures" / "previous_version" / "c27143d" / "epm-jepa"
+    assert AutoConfig.from_pretrained(earlier).modulation_init == "unit"
+    loaded = EpmJepaModel.from_pretrained(earlier)
+    assert loaded.config.modulation_init == "unit"
+    # the initialisation "unit" chose (hypernetwork bias 1) is what the saved weights hold, not re-initialised
+    assert torch.equal(loaded.hypernetwork.output.bias, torch.ones_like(loaded.hypernetwork.output.bias))

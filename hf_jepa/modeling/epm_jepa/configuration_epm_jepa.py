@@ -65,13 +65,15 @@ class EpmJepaConfig(PretrainedConfig):
         lora_target_modules (`str` or `list[str]`): peft `target_modules`: the predictor linear layers that get a
             modulated delta (a regex over full module names, by default every predictor base layer).
         hypernetwork_hidden_size (`int`, *optional*, defaults to 128): hidden width of the hypernetwork `e_agg -> d`.
-        modulation_init (`str`, *optional*, defaults to `"unit"`): how track C starts so that `dW = 0` (the base
-            predictor exactly). `"unit"`: the hypernetwork outputs `d = 1` and `U` is zero (peft's LoRA init), so `dW`
-            starts as a static LoRA that experience only rescales; no gradient reaches the hypernetwork, aggregator or
-            memory encoder until `U` has grown (measured in research/epm_jepa/memory_diagnosis/README.md: after 60 episodic steps `d`
-            differs by ~1% between a same-g and a different-g buffer and the memory does nothing). `"zero"`: the
-            hypernetwork outputs `d = 0` and `U` is random like `V`, so every part of `dW = U diag(d) V^T` comes from
-            experience (the paper's form) and the gradient reaches the memory path from the first step.
+        modulation_init (`str`, *optional*, defaults to `"zero"`): how track C starts so that `dW = 0` (the base
+            predictor exactly). `"zero"`: the hypernetwork outputs `d = 0` and `U` is random like `V`, so every part of
+            `dW = U diag(d) V^T` comes from experience (the paper's form) and the gradient reaches the memory path
+            from the first step. `"unit"` (the earlier default; a saved config keeps the value it was written
+            with): the hypernetwork outputs `d = 1` and `U` is zero (peft's LoRA init), so `dW` starts as a static LoRA
+            that experience only rescales; no gradient reaches the hypernetwork, aggregator or memory encoder until `U`
+            has grown (research/epm_jepa/memory_diagnosis/README.md: after 60 episodic steps `d` differs by ~1% between
+            a same-g and a different-g buffer). The value only chooses the initialisation: a loaded model computes with
+            its saved weights either way.
         invariance_weight, variance_weight, covariance_weight (`float`): weights of the latent prediction loss and
             the VICReg variance/covariance terms on the context latents (25, 25, 1 as VICReg).
         ema_momentum, ema_momentum_end (`float`): EMA target momentum, linear from the first to the second over a
@@ -104,7 +106,7 @@ class EpmJepaConfig(PretrainedConfig):
         lora_alpha: float = 8.0,
         lora_target_modules: str | list | None = None,
         hypernetwork_hidden_size: int = 128,
-        modulation_init: str = "unit",
+        modulation_init: str = "zero",
         invariance_weight: float = 25.0,
         variance_weight: float = 25.0,
         covariance_weight: float = 1.0,
