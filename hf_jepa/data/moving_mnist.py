@@ -53,6 +53,12 @@ EVAL_SEED = 10_007
 EPISODIC_TRAIN_GRAVITIES = (0.0, 0.1, 0.2, 0.4, 0.5)
 EPISODIC_EVAL_GRAVITIES = (0.1, 0.3, 0.4, 0.6)
 EPISODIC_UNSEEN_GRAVITIES = tuple(g for g in EPISODIC_EVAL_GRAVITIES if g not in EPISODIC_TRAIN_GRAVITIES)
+# The rollout readout's wider gravities (`hf-jepa reproduce epm-jepa --set protocol=rollout`): knowing g pays over a
+# 10-step rollout only if g moves a digit by pixels within it. Evaluation: 0.5 and 1.5 seen, 0.75 between training
+# values, 2.5 beyond them. At g = 2.5 the fastest digit of a 16-frame sequence moves ~15 px per frame, well below the
+# 36 px that would need the clamp, and stays on the canvas (research/epm_jepa/rollout/README.md).
+ROLLOUT_TRAIN_GRAVITIES = (0.0, 0.5, 1.0, 1.5, 2.0)
+ROLLOUT_EVAL_GRAVITIES = (0.5, 0.75, 1.5, 2.5)
 # The generator stream of an episode's experience (support) sequences: a "rank" no real process has, so support
 # sequences differ from every rank's query sequences and are the same on every rank (buffers stay identical).
 SUPPORT_STREAM = 10_006
@@ -174,6 +180,24 @@ def check_gravity_settings(settings) -> None:
             f"shift_gravity_min ({low}) must be < shift_gravity_max ({high}): the shift gravity is drawn from "
             "(shift_gravity_min, shift_gravity_max]"
         )
+
+
+def check_gravity_list(name: str, gravities) -> tuple[float, ...]:
+    """`gravities` as a tuple of floats, checked: a non-empty list of finite numbers >= 0 (the simulator's gravity
+    points down; a negative value is not supported). Raises `ValueError` naming `name`."""
+    if isinstance(gravities, (int, float)) and not isinstance(gravities, bool):
+        gravities = (gravities,)
+    if not isinstance(gravities, (list, tuple)) or not gravities:
+        raise ValueError(f"{name} must be a non-empty list of gravities (px/frame^2, each >= 0), got {gravities!r}")
+    for value in gravities:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ValueError(f"{name} must hold finite numbers, got {value!r} in {list(gravities)}")
+        if value < 0:
+            raise ValueError(
+                f"{name} must hold gravities >= 0 (the simulator's gravity points down), got {value!r} in "
+                f"{list(gravities)}"
+            )
+    return tuple(float(value) for value in gravities)
 
 
 def _gravity_bounds(gravity) -> tuple[float, float] | None:

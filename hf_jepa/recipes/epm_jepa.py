@@ -16,11 +16,17 @@ Protocol (the same data for every track; see docs/families/epm-jepa.md):
 
 `protocol="episodic"` gives memory a job (the "current" protocol above draws a fresh g for every sequence and one
 global FIFO, so the buffer can hardly tell the model the current sequence's g). Each experience step is one episode
-(`hf_jepa.data.GravityEpisodes`): one gravity from `EPISODIC_TRAIN_GRAVITIES` for all its sequences; tracks B and C
+(`hf_jepa.data.GravityEpisodes`): one gravity from `EPISODIC_TRAIN_GRAVITIES` (by default) for all its sequences; tracks B and C
 reset the buffer and fill it from `episode_support` other sequences of the same episode before predicting (the
 gate does not write). D_shift(n) is then the mean over `EPISODIC_EVAL_GRAVITIES` (two seen in training, two never
 seen) of D on that gravity's query sequences with the buffer filled from that gravity's support sequences
-(`hf_jepa.metrics.epm_memory.episodic_error`). Track A sees the same query sequences and no support.
+(`hf_jepa.metrics.epm_memory.episodic_error`). Track A sees the same query sequences and no support. The
+gravities are data arguments (`episode_gravities`, `episode_eval_gravities`; default the constants above).
+
+`EpmJepaConfig.rollout_loss_steps = K > 1` trains any stage on the K-step latent rollout loss
+(`EpmJepaModel.rollout_loss`) instead of the one-step loss; the sequences then need `context_length + K` frames
+(checked here, naming `sequence_length` / `eval_sequence_length`). An experience run takes it from the config given
+to the recipe, not from the base (`ADAPT_OBJECTIVE_FIELDS`).
 """
 
 import json
@@ -45,6 +51,7 @@ from ..data.moving_mnist import (
     TRAIN_GRAVITY,
     GravityEpisodes,
     MovingMnist,
+    check_gravity_list,
     check_gravity_settings,
 )
 from ..metrics.epm_memory import mean_episodic_error
@@ -61,6 +68,9 @@ logger = logging.getLogger(__name__)
 
 STAGES = ("pretrain", "adapt")
 PROTOCOLS = ("current", "episodic")
+# Objective fields an experience run sets on top of the base it starts from (not memory fields, so not recorded with
+# the experience adapter): the experience phase may train on a multi-step rollout loss the base never saw.
+ADAPT_OBJECTIVE_FIELDS = ("rollout_loss_steps",)
 
 
 @dataclass
@@ -85,6 +95,9 @@ class EpmJepaDataArguments:
     protocol: str = "current"
     episode_support: int = 8
     freeze_lora_at: int = 0
+    # The episodic protocol's gravities (px/frame^2); None: EPISODIC_TRAIN_GRAVITIES / EPISODIC_EVAL_GRAVITIES.
+    episode_gravities: list | None = None
+    episode_eval_gravities: list | None = None
 
     def __post_init__(self):
         check_types(self)
@@ -103,6 +116,19 @@ class EpmJepaDataArguments:
         check_choice(self, "protocol", PROTOCOLS)
         check_count(self, "episode_support", minimum=1)
         check_count(self, "freeze_lora_at", minimum=1, zero_means="never")
+        for name in ("episode_gravities", "episode_eval_gravities"):
+            if getattr(self, name) is not None:
+                setattr(self, name, list(check_gravity_list(name, getattr(self, name))))
+
+    @property
+    def train_gravities(self) -> tuple[float, ...]:
+        """The gravities training episodes draw from."""
+        return tuple(self.episode_gravities or EPISODIC_TRAIN_GRAVITIES)
+
+    @property
+    def eval_gravities(self) -> tuple[float, ...]:
+        """The gravities of the evaluation episodes (D_shift(n) of the episodic protocol)."""
+        return tuple(self.episode_eval_gravities or EPISODIC_EVAL_GRAVITIES)
 
     @property
     def shift_gravity(self) -> tuple[float, float]:
@@ -154,6 +180,14 @@ class EpmJepaRecipe(Recipe):
         self.splits = splits or MnistSplits(args.data)
         gravity = args.train_gravity if args.stage == "pretrain" else args.shift_gravity
         self.episodic = args.stage == "adapt" and args.protocol == "episodic"
+        steps = config.rollout_loss_steps
+        for name in ("sequence_length", "eval_sequence_length"):  # forward scores a rollout of `steps` steps
+            # (One-step sequences too short for the model are left to `forward`, as before the rollout loss.)
+            if steps > 1 and getattr(args, name) < config.context_length + steps:
+                raise ValueError(
+                    f"{name} ({getattr(args, name)}) must be >= context_length + rollout_loss_steps "
+                    f"({config.context_length} + {steps}): the {steps}-step rollout loss needs that many frames"
+                )
         self.world = MovingMnist(
             images=self.splits.train_images,
             labels=self.splits.train_labels,
@@ -164,10 +198,10 @@ class EpmJepaRecipe(Recipe):
             seed=seed,
         )
         self.episodes = (
-            GravityEpisodes(self.world, EPISODIC_TRAIN_GRAVITIES, args.episode_support) if self.episodic else None
+            GravityEpisodes(self.world, args.train_gravities, args.episode_support) if self.episodic else None
         )
         if self.episodic:
-            gravity = f"one of {EPISODIC_TRAIN_GRAVITIES} per episode"
+            gravity = f"one of {args.train_gravities} per episode"
         self._eval_pixels = eval_pixels
         self._episodic_eval = episodic_eval
         self._model: EpmJepaModel | None = None
@@ -194,7 +228,8 @@ class EpmJepaRecipe(Recipe):
     def episodic_eval(self) -> dict[float, dict[str, torch.Tensor]]:
         """The episodic evaluation episodes (MNIST test digits), gravity -> `support` and `query` sequences."""
         if self._episodic_eval is None:
-            self._episodic_eval = build_episodic_eval(self.splits, self.data_args, self.config.image_size)
+            args = self.data_args
+            self._episodic_eval = build_episodic_eval(self.splits, args, self.config.image_size, args.eval_gravities)
         return self._episodic_eval
 
     def _d_shift(self, model: EpmJepaModel) -> float:
@@ -209,7 +244,8 @@ class EpmJepaRecipe(Recipe):
         if args.stage == "pretrain":
             model = EpmJepaModel(self.config)
         else:
-            overrides = {field: getattr(self.config, field) for field in EXPERIENCE_ADAPTER_FIELDS}
+            fields = EXPERIENCE_ADAPTER_FIELDS + ADAPT_OBJECTIVE_FIELDS
+            overrides = {field: getattr(self.config, field) for field in fields}
             model = EpmJepaModel.from_base(args.init_from, **overrides)
             self.config = model.config
         self._built = True

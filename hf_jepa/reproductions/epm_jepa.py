@@ -8,6 +8,12 @@ from typing import Any
 
 from ..cards.epm_jepa import render_card
 from ..data import MnistSplits
+from ..data.moving_mnist import (
+    EPISODIC_EVAL_GRAVITIES,
+    EPISODIC_TRAIN_GRAVITIES,
+    ROLLOUT_EVAL_GRAVITIES,
+    ROLLOUT_TRAIN_GRAVITIES,
+)
 from ..metrics.world_model import plot_world_model_diagnostics
 from ..modeling.epm_jepa import EpmJepaConfig
 from ..modeling.epm_jepa.configuration_epm_jepa import TRACK_NAMES
@@ -23,12 +29,32 @@ from ..recipes.epm_jepa import ADAPT_DEFAULTS, TRAINING_DEFAULTS, EpmJepaDataArg
 from ..recipes.family import PRESETS
 from ..trainers import JepaTrainer, TrainingArguments
 from .epm_jepa_episodic import reproduce_episodic
+from .epm_jepa_rollout import ROLLOUT_LOSS_STEPS, ROLLOUT_READOUT_STEPS, ROLLOUT_SPECIALIST_GRAVITY
 from .result import ReproductionResult, mean_and_std, mean_history
 
 logger = logging.getLogger(__name__)
 
 FAMILY = "epm-jepa"
 TRACKS_IN_ORDER = ("vanilla", "ei", "epm")
+PROTOCOLS = ("current", "episodic", "rollout")
+# What `None` means for the rollout options, per protocol: "episodic" keeps the measured protocol (one-step readout
+# and loss, the small gravities), "rollout" is the registered design of research/epm_jepa/rollout/README.md.
+PROTOCOL_DEFAULTS = {
+    "episodic": dict(
+        readout_steps=(),
+        rollout_loss_steps=1,
+        train_gravities=EPISODIC_TRAIN_GRAVITIES,
+        eval_gravities=EPISODIC_EVAL_GRAVITIES,
+        specialist_gravity=None,
+    ),
+    "rollout": dict(
+        readout_steps=ROLLOUT_READOUT_STEPS,
+        rollout_loss_steps=ROLLOUT_LOSS_STEPS,
+        train_gravities=ROLLOUT_TRAIN_GRAVITIES,
+        eval_gravities=ROLLOUT_EVAL_GRAVITIES,
+        specialist_gravity=ROLLOUT_SPECIALIST_GRAVITY,
+    ),
+}
 
 
 def relative_improvement(ours: float, theirs: float) -> float:
@@ -143,6 +169,12 @@ def reproduce_epm_jepa(
     weight_decays: tuple[float, ...] = (0.0, 0.1, 1.0),
     eval_every: int = 5,
     modulation_init: str | None = None,
+    eval_sequences: int | None = None,
+    readout_steps: tuple[int, ...] | None = None,
+    rollout_loss_steps: int | None = None,
+    train_gravities: tuple[float, ...] | None = None,
+    eval_gravities: tuple[float, ...] | None = None,
+    specialist_gravity: float | None = None,
 ) -> ReproductionResult:
     """The pre-registered comparison: per seed, pretrain a vanilla base on g = 0, then run the experience phase
     (`experience_steps` = n, default 50) for each track from that base and measure D_shift(n). `quick=True` is a
@@ -153,17 +185,37 @@ def reproduce_epm_jepa(
     every `eval_every` steps, LoRA freezes at `freeze_at`, and track C over `lora_ranks` x `weight_decays`, with
     research/epm_jepa/memory_diagnosis/README.md). The options after `protocol` apply to it only, except
     `modulation_init`: track C's `EpmJepaConfig.modulation_init` in both protocols (None: the config's default,
-    `"zero"`; the tables measured before that default changed pin `"unit"` in their commands)."""
+    `"zero"`; the tables measured before that default changed pin `"unit"` in their commands).
+
+    `protocol="rollout"` is the episodic protocol with the rollout readout (`epm_jepa_rollout`): D_k over
+    `readout_steps`, every experience run trained on the `rollout_loss_steps`-step rollout loss, episodes from
+    `train_gravities`, evaluation on `eval_gravities`, and the `specialist_gravity` upper bound; each of these options
+    left at None takes the protocol's value (`PROTOCOL_DEFAULTS`; with "episodic": the measured protocol's).
+    `eval_sequences` (None: 256, 16 with `quick`) are split over the evaluation gravities."""
     output_dir = Path(output_dir or "outputs/reproduce-epm-jepa")
-    if protocol not in ("current", "episodic"):
-        raise ValueError(f"protocol must be 'current' or 'episodic', got {protocol!r}")
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"protocol must be one of {', '.join(map(repr, PROTOCOLS))}; got {protocol!r}")
     if preset not in PRESETS:
         raise ValueError(f"preset must be one of {list(PRESETS)}, got {preset!r}")
-    if protocol == "episodic":
+    if protocol != "current":
+        given = dict(
+            readout_steps=readout_steps,
+            rollout_loss_steps=rollout_loss_steps,
+            train_gravities=train_gravities,
+            eval_gravities=eval_gravities,
+            specialist_gravity=specialist_gravity,
+        )
+        options = {k: PROTOCOL_DEFAULTS[protocol][k] if v is None else v for k, v in given.items()}
+        if isinstance(options["readout_steps"], int):  # `--set readout_steps=10`
+            options["readout_steps"] = (options["readout_steps"],)
         if quick:
-            preset, pretrain_steps, experience_steps, eval_every = "tiny", 4, 4, 1
-            adaptation_ks, freeze_at, lora_ranks, weight_decays = (0, 2), (2,), (1, 2), (0.0,)
+            preset, pretrain_steps, experience_steps, eval_every, adaptation_ks = "tiny", 4, 4, 1, (0, 2)
+            # The rollout smoke run skips the freeze and LoRA experiments (c, d): the episodic one covers them.
+            freeze_at, lora_ranks, weight_decays = ((2,), (1, 2), (0.0,)) if protocol == "episodic" else ((), (), ())
         return reproduce_episodic(
+            protocol=protocol,
+            eval_sequences=eval_sequences or (16 if quick else 256),
+            **options,
             data=data,
             output_dir=output_dir,
             quick=quick,

@@ -9,7 +9,12 @@ Per seed: one vanilla base pretrained on g = 0 (as in the current protocol), the
 - (a) buffer swap: B and C scored with a same-g, a different-g and an empty buffer on each evaluation gravity;
 - (b) adaptation without gradient steps: B and C with the buffer filled from k support sequences of each gravity;
 - (c) freeze timing: track C rerun with its LoRA U/V frozen at each step of `freeze_at`; the settling bump after it;
-- (d) track C over `lora_ranks` x `weight_decays` (the regularisation): final D_shift beside sigma_embed.
+- (d) track C over `lora_ranks` x `weight_decays` (the regularisation): final D_shift beside sigma_embed;
+- with `readout_steps` (`protocol=rollout` sets the registered values): the same buffer swap and adaptation on D_k,
+  the k-step rollout error, a `specialist_gravity` upper bound, and the rollout outcome class
+  (`hf_jepa.reproductions.epm_jepa_rollout`). `rollout_loss_steps` trains every experience run on the K-step rollout
+  loss (training sequences then get `context_length + K` frames); `train_gravities` / `eval_gravities` replace the
+  default gravities.
 
 The pre-registered outcome classes (`swap_outcome`, `adaptation_outcome`, `settling_outcome`, `tradeoff_outcome`)
 are fixed here, before any number, and stated in docs/results/epm-jepa.md.
@@ -22,8 +27,15 @@ from pathlib import Path
 from typing import Any
 
 from ..data import MnistSplits
-from ..data.moving_mnist import EPISODIC_EVAL_GRAVITIES, EPISODIC_UNSEEN_GRAVITIES
+from ..data.moving_mnist import (
+    EPISODIC_EVAL_GRAVITIES,
+    EPISODIC_TRAIN_GRAVITIES,
+    EPISODIC_UNSEEN_GRAVITIES,
+    SEQUENCE_LENGTH,
+    check_gravity_list,
+)
 from ..metrics.epm_memory import adaptation_curve, buffer_swap_ablation, settling_bump, trajectory_summary
+from ..metrics.epm_rollout import check_readout_steps
 from ..metrics.figures import pyplot, save_figure
 from ..metrics.world_model import SIGMA_EMBED_SAFETY_THRESHOLD, plot_world_model_diagnostics
 from ..modeling.epm_jepa import EpmJepaConfig
@@ -38,7 +50,14 @@ from ..recipes.epm_jepa import (
     build_eval_pixels,
 )
 from ..trainers import JepaTrainer, TrainingArguments
-from .result import ReproductionResult, mean_and_std, mean_history
+from .epm_jepa_rollout import (
+    MEMORY_TRACKS,
+    format_rollout_tables,
+    measure_rollout,
+    measure_specialist,
+    summarize_rollout,
+)
+from .result import ReproductionResult, mean_and_std, mean_history, percent_better
 
 logger = logging.getLogger(__name__)
 
@@ -46,12 +65,6 @@ logger = logging.getLogger(__name__)
 EFFECT_THRESHOLD_PERCENT = 2.0
 # A settling bump counts when D rises after the freeze by more than this (absolute) and than EFFECT_THRESHOLD_PERCENT.
 BUMP_MIN_ABSOLUTE = 0.005
-MEMORY_TRACKS = ("ei", "epm")
-
-
-def percent_better(ours: float, theirs: float) -> float:
-    """How much lower (better) `ours` is than `theirs`, in percent of `theirs`."""
-    return 100.0 * (theirs - ours) / theirs
 
 
 def _classify(per_seed: list[float], positive: str, negative: str, neutral: str) -> str:
@@ -132,27 +145,55 @@ def reproduce_episodic(
     weight_decays: tuple[float, ...],
     eval_every: int,
     modulation_init: str | None = None,
+    eval_sequences: int = 256,
+    readout_steps: tuple[int, ...] = (),
+    rollout_loss_steps: int = 1,
+    train_gravities: tuple[float, ...] = EPISODIC_TRAIN_GRAVITIES,
+    eval_gravities: tuple[float, ...] = EPISODIC_EVAL_GRAVITIES,
+    specialist_gravity: float | None = None,
+    protocol: str = "episodic",
 ) -> ReproductionResult:
     """The episodic protocol and its four memory experiments (module docstring); writes `results.json`,
-    `results.md`, `diagnostics.png` (D_shift(n) and the mechanism curves), `adaptation.png` and `sigma_vs_d.png`."""
+    `results.md`, `diagnostics.png` (D_shift(n) and the mechanism curves), `adaptation.png` and `sigma_vs_d.png`.
+    The defaults of the options after `modulation_init` are the measured protocol's."""
     splits = MnistSplits(data)
     preset_config = getattr(EpmJepaConfig, preset)
+    train_gravities = check_gravity_list("train_gravities", train_gravities)
+    eval_gravities = check_gravity_list("eval_gravities", eval_gravities)
+    unseen = tuple(g for g in eval_gravities if g not in train_gravities)
+    if not unseen:
+        raise ValueError(
+            f"eval_gravities {list(eval_gravities)} must hold at least one value not in train_gravities "
+            f"{list(train_gravities)}: adaptation is measured on unseen gravities"
+        )
+    if specialist_gravity is not None and float(specialist_gravity) not in eval_gravities:
+        raise ValueError(
+            f"specialist_gravity must be one of eval_gravities {list(eval_gravities)}, got {specialist_gravity!r}"
+        )
+    if isinstance(rollout_loss_steps, bool) or not isinstance(rollout_loss_steps, int) or rollout_loss_steps < 1:
+        raise ValueError(f"rollout_loss_steps must be an integer >= 1, got {rollout_loss_steps!r}")
 
     def make_config(**overrides) -> EpmJepaConfig:
         """The preset with track C's `modulation_init` (unused by tracks A and B; None: the config's default)."""
         chosen = {} if modulation_init is None else {"modulation_init": modulation_init}
         return preset_config(**{**chosen, **overrides})
 
+    context_length = make_config().context_length
+    # The rollout loss scores K steps after a full context: the experience phase's sequences get that many frames.
+    train_length = max(SEQUENCE_LENGTH, context_length + rollout_loss_steps)
+
     pretrain_steps = pretrain_steps or TRAINING_DEFAULTS["max_steps"]
     # The settling bump needs D_shift at the freeze step, measured every `eval_every` steps.
     freeze_at = tuple(sorted(f for f in freeze_at if 0 < f < experience_steps and f % eval_every == 0))
     data_args = EpmJepaDataArguments(
-        data=data, eval_sequences=16 if quick else 256, episode_support=episode_support, eval_every=eval_every
+        data=data, eval_sequences=eval_sequences, episode_support=episode_support, eval_every=eval_every
     )
+    if readout_steps:
+        readout_steps = tuple(check_readout_steps(readout_steps, data_args.eval_sequence_length, context_length))
     image_size = make_config().image_size
     eval_pixels = build_eval_pixels(splits, data_args, image_size)
     support_size = max([episode_support, *adaptation_ks])
-    episodes = build_episodic_eval(splits, data_args, image_size, EPISODIC_EVAL_GRAVITIES, support_size)
+    episodes = build_episodic_eval(splits, data_args, image_size, eval_gravities, support_size)
     # D_shift(n) during training: the buffer filled from `episode_support` sequences, as in training episodes.
     training_episodes = {g: {**e, "support": e["support"][:episode_support]} for g, e in episodes.items()}
     default_rank = make_config().lora_rank
@@ -169,7 +210,14 @@ def reproduce_episodic(
         JepaTrainer(recipe, training_args).train()
 
         def adapt(
-            name: str, track: str, freeze: int = 0, weight_decay: float = 0.0, seed=seed, base_dir=base_dir, **overrides
+            name: str,
+            track: str,
+            freeze: int = 0,
+            weight_decay: float = 0.0,
+            gravities: tuple[float, ...] = train_gravities,
+            seed=seed,
+            base_dir=base_dir,
+            **overrides,
         ):
             adapt_args = EpmJepaDataArguments(
                 **{
@@ -179,10 +227,13 @@ def reproduce_episodic(
                     "protocol": "episodic",
                     "freeze_lora_at": freeze,
                     "plot": False,
+                    "sequence_length": train_length,
+                    "episode_gravities": list(gravities),
+                    "episode_eval_gravities": list(eval_gravities),
                 }
             )
             recipe = EpmJepaRecipe(
-                make_config(track=track, **overrides),
+                make_config(track=track, rollout_loss_steps=rollout_loss_steps, **overrides),
                 adapt_args,
                 seed=seed,
                 splits=splits,
@@ -201,8 +252,10 @@ def reproduce_episodic(
             return model, recipe.history
 
         record: dict[str, Any] = {"seed": seed, "tracks": {}, "freeze": [], "sweep": []}
+        models = {}
         for track in tracks:
             model, history = adapt(track, track)
+            models[track] = model
             histories.setdefault(TRACK_NAMES[track], []).append(history)
             curve = [(r["step"], r["d_shift"]) for r in history if "d_shift" in r]
             entry: dict[str, Any] = {"curve": curve, **trajectory_summary(curve)}
@@ -212,6 +265,8 @@ def reproduce_episodic(
                     str(g): {str(k): v for k, v in c.items()}
                     for g, c in adaptation_curve(model, episodes, adaptation_ks).items()
                 }
+            if readout_steps:
+                entry["rollout"] = measure_rollout(model, episodes, readout_steps, adaptation_ks, unseen)
             record["tracks"][track] = entry
             if track == "epm":
                 record["sweep"].append(
@@ -222,6 +277,10 @@ def reproduce_episodic(
                         "sigma_embed": _mean(v["sigma_embed"] for v in entry["swap"].values()),
                     }
                 )
+        if readout_steps and specialist_gravity is not None and "vanilla" in models:
+            g = float(specialist_gravity)
+            specialist, _ = adapt(f"vanilla-g{g:g}", "vanilla", gravities=(g,))
+            record["specialist"] = measure_specialist(specialist, models["vanilla"], episodes[g], g, readout_steps)
         if "epm" in tracks:
             for freeze in freeze_at:
                 _, history = adapt(f"epm-freeze{freeze}", "epm", freeze=freeze)
@@ -250,21 +309,31 @@ def reproduce_episodic(
                     )
         per_seed.append(record)
 
-    summary = summarize_episodic(per_seed, adaptation_ks)
+    summary = summarize_episodic(per_seed, adaptation_ks, unseen)
     summary.update(
-        protocol="episodic",
+        protocol=protocol,
         experience_steps=experience_steps,
         pretrain_steps=pretrain_steps,
         seeds=list(seeds),
         preset=preset,
         modulation_init=make_config(track="epm").modulation_init,
         episode_support=episode_support,
-        eval_gravities=list(EPISODIC_EVAL_GRAVITIES),
-        unseen_gravities=list(EPISODIC_UNSEEN_GRAVITIES),
+        train_gravities=list(train_gravities),
+        eval_gravities=list(eval_gravities),
+        unseen_gravities=list(unseen),
+        eval_sequences=eval_sequences,
+        rollout_loss_steps=rollout_loss_steps,
+        experience_sequence_length=train_length,
         data_source=splits.source,
         quick=quick,
     )
-    result = ReproductionResult("epm-jepa", summary, format_episodic_tables(summary), output_dir)
+    table = format_episodic_tables(summary)
+    if readout_steps:
+        summary["rollout"] = summarize_rollout(per_seed, readout_steps, adaptation_ks)
+        gravities_text = ", ".join(f"{g:g}" for g in eval_gravities)
+        unseen_text = ", ".join(f"{g:g}" for g in unseen)
+        table += "\n\n" + format_rollout_tables(summary["rollout"], gravities_text, unseen_text)
+    result = ReproductionResult("epm-jepa", summary, table, output_dir)
     result.save(extra={"per_seed": per_seed})
     plot_world_model_diagnostics(
         {name: mean_history(h) for name, h in histories.items()},
@@ -281,11 +350,12 @@ def _mean(values) -> float:
     return sum(values) / len(values)
 
 
-def summarize_episodic(per_seed: list[dict], adaptation_ks) -> dict[str, Any]:
-    """Means and sample stds over seeds of every table entry, and the pre-registered outcome of each experiment."""
+def summarize_episodic(per_seed: list[dict], adaptation_ks, unseen=EPISODIC_UNSEEN_GRAVITIES) -> dict[str, Any]:
+    """Means and sample stds over seeds of every table entry, and the pre-registered outcome of each experiment
+    (`unseen`: the evaluation gravities never trained on, where adaptation is read)."""
     summary: dict[str, Any] = {"tracks": {}, "swap_outcome": {}, "adaptation_outcome": {}}
     tracks = per_seed[0]["tracks"].keys()
-    unseen = {str(g) for g in EPISODIC_UNSEEN_GRAVITIES}
+    unseen = {str(g) for g in unseen}
     k_max = str(max(adaptation_ks)) if adaptation_ks else None
     for track in tracks:
         entries = [record["tracks"][track] for record in per_seed]

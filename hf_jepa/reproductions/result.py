@@ -29,6 +29,11 @@ class ReproductionResult:
         (self.output_dir / "results.md").write_text(self.table + "\n")
 
 
+def percent_better(ours: float, theirs: float) -> float:
+    """How much lower (better) `ours` is than `theirs`, in percent of `theirs`."""
+    return 100.0 * (theirs - ours) / theirs
+
+
 def mean_and_std(values: Iterable) -> tuple[float, float] | None:
     """Mean and sample standard deviation (0 for one value) of the finite numbers in `values`; None if there are none
     (a metric a run did not produce, or that came out NaN)."""

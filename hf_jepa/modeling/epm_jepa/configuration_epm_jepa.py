@@ -76,6 +76,12 @@ class EpmJepaConfig(PretrainedConfig):
             its saved weights either way.
         invariance_weight, variance_weight, covariance_weight (`float`): weights of the latent prediction loss and
             the VICReg variance/covariance terms on the context latents (25, 25, 1 as VICReg).
+        rollout_loss_steps (`int`, *optional*, defaults to 1): steps `K` of the latent prediction loss. 1: every
+            window predicts the next latent (one-step). `K > 1`: from every window with `K` frames after it the
+            predictor rolls out `K` steps, feeding its own predictions back as the newest context entries, and the
+            loss is the mean over steps 1..K of the squared error against the EMA target latents, so what changes
+            over several steps (an unknown gravity's error grows with the horizon) is trained for. `forward` then
+            needs `context_length + K` frames per sequence.
         ema_momentum, ema_momentum_end (`float`): EMA target momentum, linear from the first to the second over a
             training run. Read by the trainer.
         initializer_range (`float`, *optional*, defaults to 0.02): std of the truncated-normal weight init.
@@ -110,6 +116,7 @@ class EpmJepaConfig(PretrainedConfig):
         invariance_weight: float = 25.0,
         variance_weight: float = 25.0,
         covariance_weight: float = 1.0,
+        rollout_loss_steps: int = 1,
         ema_momentum: float = 0.996,
         ema_momentum_end: float = 1.0,
         initializer_range: float = 0.02,
@@ -140,6 +147,7 @@ class EpmJepaConfig(PretrainedConfig):
         self.invariance_weight = invariance_weight
         self.variance_weight = variance_weight
         self.covariance_weight = covariance_weight
+        self.rollout_loss_steps = rollout_loss_steps
         self.ema_momentum = ema_momentum
         self.ema_momentum_end = ema_momentum_end
         self.initializer_range = initializer_range
@@ -168,6 +176,7 @@ class EpmJepaConfig(PretrainedConfig):
             "memory_num_heads",
             "lora_rank",
             "hypernetwork_hidden_size",
+            "rollout_loss_steps",
         )
         for field in positive_ints:
             value = getattr(self, field)

@@ -78,7 +78,8 @@ class EpmJepaOutput(ModelOutput):
         context_latents: `(batch, T, latent_dim)` context encoder latents of every frame.
         surprisal: `(batch, steps)` squared prediction error per step, averaged over latent dimensions.
         experience: `(batch, steps, memory_dim)` the aggregated experience `e_agg` (tracks B and C).
-        prediction_loss, variance_loss, covariance_loss: the loss's parts, unweighted.
+        prediction_loss, variance_loss, covariance_loss: the loss's parts, unweighted (`prediction_loss` is the
+            `config.rollout_loss_steps`-step rollout loss, `rollout_loss`, when that is > 1).
         boundary_event: 1.0 when this batch fired the surprisal gate (training mode only), else 0.0.
         buffer_occupancy: fraction of the experience buffer in use.
         buffer_turnover: transitions written so far divided by the capacity (> 1 once the FIFO cycles).
@@ -671,6 +672,42 @@ class EpmJepaModel(EpmJepaPreTrainedModel):
                 return self.predictor(context, hidden_injection)
         return self.predictor(context, hidden_injection)
 
+    def rollout(self, context: torch.Tensor, steps: int) -> torch.Tensor:
+        """Autoregressive latent rollout: `(N, context_length, latent_dim)` windows -> `(N, steps, latent_dim)`, the
+        predictions of the `steps` latents after each window. Each prediction is fed back as the newest context entry
+        (the oldest drops out). The experience buffer is read, never written: the memory stays fixed over the rollout
+        and `e_agg` is queried by the newest latent, as in one-step prediction, so step 1 is exactly `forward`'s
+        one-step prediction. Differentiable (the rollout loss trains through it); evaluate under `torch.no_grad()`."""
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+            raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
+        expected = (self.config.context_length, self.config.latent_dim)
+        if context.ndim != 3 or tuple(context.shape[1:]) != expected:
+            raise ValueError(f"context must have shape (N, {expected[0]}, {expected[1]}), got {tuple(context.shape)}")
+        window, predictions = context, []
+        for _ in range(steps):
+            predicted = self._predict_windows(window[:, None])[0][:, 0]
+            predictions.append(predicted)
+            # Autocast may return a lower-precision prediction; the window keeps the context's dtype.
+            window = torch.cat([window[:, 1:], predicted[:, None].to(window.dtype)], dim=1)
+        return torch.stack(predictions, dim=1)
+
+    def rollout_loss(self, context_latents: torch.Tensor, target_latents: torch.Tensor, steps: int) -> torch.Tensor:
+        """The `steps`-step latent prediction loss: from every context window of `context_latents` `(B, T, D)` that has
+        `steps` frames after it, `rollout` `steps` steps; the mean squared error against `target_latents` `(B, T -
+        context_length, D)` (the EMA targets of frames `context_length .. T-1`) over all rollouts and steps, i.e. the
+        mean over steps 1..steps of each step's error. `steps=1` is the one-step loss of every window exactly."""
+        k = self.config.context_length
+        starts = context_latents.shape[1] - k - steps + 1
+        if starts < 1:
+            raise ValueError(
+                f"a {steps}-step rollout loss needs sequences of at least context_length + steps = {k + steps} frames, "
+                f"got {context_latents.shape[1]}"
+            )
+        windows = self.context_windows(context_latents)[:, :starts]
+        rolled = self.rollout(windows.flatten(0, 1), steps).unflatten(0, tuple(windows.shape[:2]))
+        targets = target_latents.unfold(1, steps, 1).movedim(-1, -2)  # (B, starts, steps, D)
+        return F.mse_loss(rolled.float(), targets.float())
+
     def lora_delta_norm(self, modulation: torch.Tensor) -> torch.Tensor:
         """Mean over rows and layers of `||scaling * B diag(d) A||_F`, from `d^T (B^T B * A A^T) d` (no dense dW)."""
         norms = []
@@ -786,8 +823,9 @@ class EpmJepaModel(EpmJepaPreTrainedModel):
         sequence `(batch, 1, latent_dim)`; no prediction, no loss, the gate and the buffer untouched.
 
         pixel_values (`torch.FloatTensor` of shape `(batch, frames, num_channels, image_size, image_size)`):
-            Frame sequences with values in [0, 1]; at least `context_length + 1` frames. Every frame after the first
-            `context_length` is predicted from the ones before it and scored against the EMA target encoder. Any
+            Frame sequences with values in [0, 1]; at least `context_length + 1` frames (`context_length +
+            rollout_loss_steps` with a rollout loss). Every frame after the first `context_length` is predicted
+            from the ones before it and scored against the EMA target encoder. Any
             floating dtype is accepted and cast to the model's dtype; NaN or inf values, integer frames and an empty
             batch raise (`ValueError` / `TypeError`) before the gate or the buffer changes.
         update_experience (`bool`, *optional*):
@@ -804,7 +842,11 @@ class EpmJepaModel(EpmJepaPreTrainedModel):
             latent = self.encode(pixel_values[:, None])[:, 0]
             output = BaseModelOutputWithPooling(last_hidden_state=latent[:, None], pooler_output=latent)
             return output if return_dict else output.to_tuple()
-        pixel_values = self._check_frames(pixel_values, config.context_length + 1, "scoring a prediction")
+        steps = config.rollout_loss_steps
+        purpose = (
+            "scoring a prediction" if steps == 1 else f"the {steps}-step rollout loss (rollout_loss_steps={steps})"
+        )
+        pixel_values = self._check_frames(pixel_values, config.context_length + steps, purpose)
         if experience_pixel_values is not None:
             if self.experience_buffer is None:
                 raise ValueError(
@@ -826,7 +868,10 @@ class EpmJepaModel(EpmJepaPreTrainedModel):
         predicted, experience, modulation_norm = self._predict_windows(self.context_windows(context_latents))
         surprisal = (predicted.detach().float() - target_latents.float()).pow(2).mean(-1)
 
-        parts = {"prediction_loss": F.mse_loss(predicted.float(), target_latents.float())}
+        if steps == 1:
+            parts = {"prediction_loss": F.mse_loss(predicted.float(), target_latents.float())}
+        else:  # the one-step predictions above still feed the gate and the outputs
+            parts = {"prediction_loss": self.rollout_loss(context_latents, target_latents, steps)}
         # Global-batch statistics while training; evaluation may run on one rank alone, so it must not gather.
         flat = context_latents.flatten(0, 1).float()
         gathered = _gather_with_grad(flat) if self.training else flat
