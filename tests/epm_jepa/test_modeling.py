@@ -233,11 +233,20 @@ def test_modulation_hooks_are_removed_and_merged_layers_refused():
         model.predict_next(_context(), modulation=d)
 
 
-def test_hypernetwork_starts_at_unit_modulation_and_lora_at_zero_delta():
-    model = tiny("epm")
+@pytest.mark.parametrize("modulation_init", ["zero", "unit"])
+def test_modulated_delta_starts_at_zero_under_either_init(modulation_init):
+    """"zero" (the default): d = 0 with a random U; "unit" (the earlier default): d = 1 with U = 0. Either way the
+    delta U diag(d) V^T starts at exactly zero."""
+    torch.manual_seed(0)
+    model = EpmJepaModel(EpmJepaConfig.tiny(track="epm", modulation_init=modulation_init))
     d = model.lora_modulation(torch.randn(4, model.config.memory_dim))
-    assert torch.equal(d, torch.ones_like(d))
-    assert all(layer.lora_B[ADAPTER_NAME].weight.abs().sum() == 0 for layer in model._lora_layers)
+    up_weights = [layer.lora_B[ADAPTER_NAME].weight for layer in model._lora_layers]
+    if modulation_init == "zero":
+        assert torch.equal(d, torch.zeros_like(d))
+        assert all(weight.abs().sum() > 0 for weight in up_weights)
+    else:
+        assert torch.equal(d, torch.ones_like(d))
+        assert all(weight.abs().sum() == 0 for weight in up_weights)
 
 
 # ------------------------------------------------------------------------------------------------ tracks from a base
