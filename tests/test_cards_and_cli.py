@@ -135,7 +135,7 @@ def test_card_body_tables_and_figure():
     assert "| Training time | 187.2 s (1500 steps) |" in text or "| Training time | 187.3 s (1500 steps) |" in text
     assert "| Data source | Hub ylecun/mnist |" in text and "| Device | cpu × 1 process |" in text
     assert "| +3 | 90.30% | 80.30% |" in text and "| -1 * | 89.90% | 79.90% |" in text
-    assert "| `latent_dim` | 64 |" in text and "| `max_steps` | 1500 |" in text and "| `max_shift` | 0 |" in text
+    assert "| `latent_dim` | 64 |" in text and "| `max_steps` | 1500 |" in text and "| `max_shift` | 1 |" in text
     assert "![](latent_pca.png)" in text
     assert "99.46%" in text and "2.42%" in text and "~10%" in text  # the paper's figures, labelled as such
     assert "published numbers of the BRo-JEPA paper" in text

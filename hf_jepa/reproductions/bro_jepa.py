@@ -44,8 +44,12 @@ def reproduce_bro_jepa(
     variants: list[str] | None = None,
     steps: int | None = None,
     seed: int = 0,
+    max_shift: int = 0,
 ) -> ReproductionResult:
     """Train the paper's variants on MNIST modular arithmetic and evaluate each on the test split.
+
+    `max_shift`: the rows' random-translation augmentation in pixels. 0, as the paper's rows and the measured table
+    (docs/results/bro-jepa.md); `hf-jepa train bro-jepa` trains with 1 by default.
 
     Returns a `ReproductionResult` whose `summary["rows"]` holds one row per variant: name, seen-op accuracy,
     zero-shot mean over +-2..+-9, rollout accuracy, prototype off-diagonal cosine, training time and steps.
@@ -68,7 +72,7 @@ def reproduce_bro_jepa(
         args = TrainingArguments(
             output_dir=str(Path(output_dir) / slug), seed=seed, overwrite_output_dir=True, **settings
         )  # each row owns its folder: a rerun (--variant) replaces it on purpose
-        recipe = BroJepaRecipe(config, BroJepaDataArguments(data=data), seed=seed, splits=splits)
+        recipe = BroJepaRecipe(config, BroJepaDataArguments(data=data, max_shift=max_shift), seed=seed, splits=splits)
         logger.info("Reproduction row %r: %d steps", name, max_steps)
         metrics = JepaTrainer(recipe, args).train().metrics
         rows.append(
