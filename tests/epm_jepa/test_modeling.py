@@ -235,7 +235,7 @@ def test_modulation_hooks_are_removed_and_merged_layers_refused():
 
 @pytest.mark.parametrize("modulation_init", ["zero", "unit"])
 def test_modulated_delta_starts_at_zero_under_either_init(modulation_init):
-    """"zero" (the default): d = 0 with a random U; "unit" (the earlier default): d = 1 with U = 0. Either way the
+    """ "zero" (the default): d = 0 with a random U; "unit" (the earlier default): d = 1 with U = 0. Either way the
     delta U diag(d) V^T starts at exactly zero."""
     torch.manual_seed(0)
     model = EpmJepaModel(EpmJepaConfig.tiny(track="epm", modulation_init=modulation_init))
