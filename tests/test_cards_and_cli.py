@@ -392,7 +392,7 @@ def test_train_family_help_lists_every_setting_with_its_default_and_doc(capsys):
         "  latent_dim = 64  latent width; must be even" in out
     )  # the default preset's value (cpu_fast), and the doc line
     assert "  max_steps = 600" in out  # the family's training default, not TrainingArguments' 1000
-    assert "  max_shift = 0  random translation of the training images, in pixels (0 = none)" in out
+    assert "  max_shift = 1  random translation of the training images, in pixels (0 = none)" in out
     with pytest.raises(SystemExit):
         main(["train", "--help"])  # without a family: the usage only
     assert "Settings of" not in capsys.readouterr().out
