@@ -10,7 +10,7 @@ import importlib
 import os
 import sys
 
-__version__ = "0.1.0"
+from .version import __version__
 
 _EXPORTS = {
     "hf_jepa.modeling.bro_jepa": ("BroJepaConfig", "BroJepaImageProcessor", "BroJepaModel", "BroJepaOutput"),

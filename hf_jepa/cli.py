@@ -40,7 +40,6 @@ if TYPE_CHECKING:
     from .recipes.family import Family
 
 
-from . import __version__
 from .cli_errors import CliError, OneLineParser, check_variants, load_model, report
 from .cli_settings import (
     TrainSetup,
@@ -53,6 +52,7 @@ from .cli_settings import (
     type_annotations,
 )
 from .cli_spaces import add_space_commands
+from .version import __version__
 
 logger = logging.getLogger("hf_jepa.cli")
 

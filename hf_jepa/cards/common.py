@@ -181,7 +181,7 @@ def _render(template_name: str, card_data: ModelCardData, **variables: Any) -> M
 
 def _version() -> str:
     """The hf-jepa version the card names."""
-    from .. import __version__
+    from ..version import __version__
 
     return __version__
 

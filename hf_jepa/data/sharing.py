@@ -377,7 +377,7 @@ def render_dataset_card(shared: SharedDataset, repo_id: str | None = None):
     its version and every parameter under `hf_jepa`) and the body rendered from `dataset_cards/<kind>.md`."""
     from huggingface_hub import DatasetCard, DatasetCardData
 
-    from .. import __version__
+    from ..version import __version__
 
     repo_id = repo_id or f"your-name/{shared.kind}"
     parameters = dataclasses.asdict(shared.parameters)
