@@ -57,6 +57,7 @@ from .epm_jepa_rollout import (
     measure_specialist,
     summarize_rollout,
 )
+from .formatting import mean_spread
 from .result import ReproductionResult, mean_and_std, mean_history, percent_better
 
 logger = logging.getLogger(__name__)
@@ -274,7 +275,7 @@ def reproduce_episodic(
                         "lora_rank": default_rank,
                         "weight_decay": 0.0,
                         "d_shift": entry["final_d_shift"],
-                        "sigma_embed": _mean(v["sigma_embed"] for v in entry["swap"].values()),
+                        "sigma_embed": statistics.fmean(v["sigma_embed"] for v in entry["swap"].values()),
                     }
                 )
         if readout_steps and specialist_gravity is not None and "vanilla" in models:
@@ -303,8 +304,8 @@ def reproduce_episodic(
                         {
                             "lora_rank": rank,
                             "weight_decay": weight_decay,
-                            "d_shift": _mean(v["same"] for v in swap.values()),
-                            "sigma_embed": _mean(v["sigma_embed"] for v in swap.values()),
+                            "d_shift": statistics.fmean(v["same"] for v in swap.values()),
+                            "sigma_embed": statistics.fmean(v["sigma_embed"] for v in swap.values()),
                         }
                     )
         per_seed.append(record)
@@ -345,11 +346,6 @@ def reproduce_episodic(
     return result
 
 
-def _mean(values) -> float:
-    values = list(values)
-    return sum(values) / len(values)
-
-
 def summarize_episodic(per_seed: list[dict], adaptation_ks, unseen=EPISODIC_UNSEEN_GRAVITIES) -> dict[str, Any]:
     """Means and sample stds over seeds of every table entry, and the pre-registered outcome of each experiment
     (`unseen`: the evaluation gravities never trained on, where adaptation is read)."""
@@ -363,33 +359,39 @@ def summarize_episodic(per_seed: list[dict], adaptation_ks, unseen=EPISODIC_UNSE
         for key in ("peak_step", "peak_d_shift", "final_d_shift", "post_peak_divergence"):
             stats[key] = mean_and_std(e[key] for e in entries)
         for kind in ("same", "different", "empty"):
-            stats[f"swap_{kind}"] = mean_and_std(_mean(v[kind] for v in e["swap"].values()) for e in entries)
+            stats[f"swap_{kind}"] = mean_and_std(statistics.fmean(v[kind] for v in e["swap"].values()) for e in entries)
             stats[f"swap_{kind}_unseen"] = mean_and_std(
-                _mean(v[kind] for g, v in e["swap"].items() if g in unseen) for e in entries
+                statistics.fmean(v[kind] for g, v in e["swap"].items() if g in unseen) for e in entries
             )
         gaps = [
             percent_better(
-                _mean(v["same"] for v in e["swap"].values()), _mean(v["different"] for v in e["swap"].values())
+                statistics.fmean(v["same"] for v in e["swap"].values()),
+                statistics.fmean(v["different"] for v in e["swap"].values()),
             )
             for e in entries
         ]
         stats["same_vs_different_percent"] = mean_and_std(gaps)
         stats["same_vs_empty_percent"] = mean_and_std(
-            percent_better(_mean(v["same"] for v in e["swap"].values()), _mean(v["empty"] for v in e["swap"].values()))
+            percent_better(
+                statistics.fmean(v["same"] for v in e["swap"].values()),
+                statistics.fmean(v["empty"] for v in e["swap"].values()),
+            )
             for e in entries
         )
         if track in MEMORY_TRACKS:
             summary["swap_outcome"][track] = swap_outcome(gaps)
         if "adaptation" in entries[0] and k_max is not None:
             curve = {
-                k: mean_and_std(_mean(c[str(k)] for g, c in e["adaptation"].items() if g in unseen) for e in entries)
+                k: mean_and_std(
+                    statistics.fmean(c[str(k)] for g, c in e["adaptation"].items() if g in unseen) for e in entries
+                )
                 for k in sorted(adaptation_ks)
             }
             stats["adaptation_unseen"] = {str(k): v for k, v in curve.items()}
             gains = [
                 percent_better(
-                    _mean(c[k_max] for g, c in e["adaptation"].items() if g in unseen),
-                    _mean(c["0"] for g, c in e["adaptation"].items() if g in unseen),
+                    statistics.fmean(c[k_max] for g, c in e["adaptation"].items() if g in unseen),
+                    statistics.fmean(c["0"] for g, c in e["adaptation"].items() if g in unseen),
                 )
                 for e in entries
                 if "0" in next(iter(e["adaptation"].values()))
@@ -437,13 +439,6 @@ def summarize_episodic(per_seed: list[dict], adaptation_ks, unseen=EPISODIC_UNSE
     return summary
 
 
-def _fmt(value) -> str:
-    if value is None:
-        return "-"
-    mean, std = value
-    return f"{mean:.4f} +- {std:.4f}"
-
-
 def format_episodic_tables(summary: dict[str, Any]) -> str:
     """Markdown tables of the four experiments, each with its pre-registered outcome."""
     unseen = ", ".join(f"{g:g}" for g in summary.get("unseen_gravities", EPISODIC_UNSEEN_GRAVITIES))
@@ -457,8 +452,8 @@ def format_episodic_tables(summary: dict[str, Any]) -> str:
     for track, stats in summary["tracks"].items():
         gap, empty_gap = stats["same_vs_different_percent"], stats["same_vs_empty_percent"]
         lines.append(
-            f"| {TRACK_NAMES[track]} | {_fmt(stats['swap_same'])} | {_fmt(stats['swap_different'])} | "
-            f"{_fmt(stats['swap_empty'])} | {gap[0]:+.2f}% | {empty_gap[0]:+.2f}% | "
+            f"| {TRACK_NAMES[track]} | {mean_spread(stats['swap_same'])} | {mean_spread(stats['swap_different'])} | "
+            f"{mean_spread(stats['swap_empty'])} | {gap[0]:+.2f}% | {empty_gap[0]:+.2f}% | "
             f"{summary['swap_outcome'].get(track, 'reference (no memory)')} |"
         )
     adapted = {t: s for t, s in summary["tracks"].items() if "adaptation_unseen" in s}
@@ -473,7 +468,7 @@ def format_episodic_tables(summary: dict[str, Any]) -> str:
             "|---|" + "---:|" * len(ks) + "---:|---|",
         ]
         for track, stats in adapted.items():
-            cells = " | ".join(_fmt(stats["adaptation_unseen"][k]) for k in ks)
+            cells = " | ".join(mean_spread(stats["adaptation_unseen"][k]) for k in ks)
             gain = stats["adaptation_gain_percent"]
             gain_text = f"{gain[0]:+.2f}%" if gain else "-"
             lines.append(f"| {TRACK_NAMES[track]} | {cells} | {gain_text} | {summary['adaptation_outcome'][track]} |")
@@ -486,8 +481,8 @@ def format_episodic_tables(summary: dict[str, Any]) -> str:
     ]
     for track, stats in summary["tracks"].items():
         lines.append(
-            f"| {TRACK_NAMES[track]} | {stats['peak_step'][0]:.0f} | {_fmt(stats['peak_d_shift'])} | "
-            f"{_fmt(stats['final_d_shift'])} | {_fmt(stats['post_peak_divergence'])} |"
+            f"| {TRACK_NAMES[track]} | {stats['peak_step'][0]:.0f} | {mean_spread(stats['peak_d_shift'])} | "
+            f"{mean_spread(stats['final_d_shift'])} | {mean_spread(stats['post_peak_divergence'])} |"
         )
     if summary["freeze"]:
         lines += [
@@ -496,7 +491,9 @@ def format_episodic_tables(summary: dict[str, Any]) -> str:
             "|---:|---:|---:|",
         ]
         for freeze in summary["freeze"]:
-            lines.append(f"| {freeze['freeze_at']} | {_fmt(freeze['d_at_freeze'])} | {_fmt(freeze['bump'])} |")
+            lines.append(
+                f"| {freeze['freeze_at']} | {mean_spread(freeze['d_at_freeze'])} | {mean_spread(freeze['bump'])} |"
+            )
         lines.append(f"\nOutcome (paper: +0.021, independent of timing): {summary['settling_outcome']}")
     if summary["sweep"]:
         lines += [
@@ -508,7 +505,7 @@ def format_episodic_tables(summary: dict[str, Any]) -> str:
         ]
         for config in summary["sweep"]:
             lines.append(
-                f"| {config['lora_rank']} | {config['weight_decay']:g} | {_fmt(config['d_shift'])} | {_fmt(config['sigma_embed'])} |"
+                f"| {config['lora_rank']} | {config['weight_decay']:g} | {mean_spread(config['d_shift'])} | {mean_spread(config['sigma_embed'])} |"
             )
         lines.append(f"\nOutcome (paper: best sigma_embed < 0.5): {summary['tradeoff_outcome']}")
     return "\n".join(lines)

@@ -11,10 +11,12 @@ trained on episodes of that gravity alone against the mixed-gravity track A, bot
 The outcome class (`rollout_outcome`) is fixed here and in research/epm_jepa/rollout/README.md before any number.
 """
 
+import statistics
 from typing import Any
 
 from ..metrics.epm_rollout import rollout_adaptation_curve, rollout_errors, rollout_swap_ablation
 from ..modeling.epm_jepa.configuration_epm_jepa import TRACK_NAMES
+from .formatting import mean_spread
 from .result import mean_and_std, percent_better
 
 # The registered design (`protocol=rollout`): D_1, D_5, D_10, trained on the 10-step rollout loss, and the specialist
@@ -72,15 +74,10 @@ def measure_specialist(specialist, mixed, episode: dict, gravity: float, readout
     }
 
 
-def _mean(values) -> float:
-    values = list(values)
-    return sum(values) / len(values)
-
-
 def _over_gravities(record: dict, kind: str, k: str, gravities=None) -> float:
     """D_k of one buffer kind, averaged over the record's gravities (or those of `gravities`)."""
     rows = record["swap"]
-    return _mean(rows[g][kind][k] for g in rows if gravities is None or g in gravities)
+    return statistics.fmean(rows[g][kind][k] for g in rows if gravities is None or g in gravities)
 
 
 def summarize_rollout(per_seed: list[dict], readout_steps, supports) -> dict[str, Any]:
@@ -109,13 +106,14 @@ def summarize_rollout(per_seed: list[dict], readout_steps, supports) -> dict[str
             curve, gains = {}, {}
             for k in steps:
                 curve[k] = {
-                    n: mean_and_std(_mean(c[n][k] for c in e["adaptation"].values()) for e in entries) for n in counts
+                    n: mean_and_std(statistics.fmean(c[n][k] for c in e["adaptation"].values()) for e in entries)
+                    for n in counts
                 }
                 if len(counts) > 1:
                     gains[k] = mean_and_std(
                         percent_better(
-                            _mean(c[counts[-1]][k] for c in e["adaptation"].values()),
-                            _mean(c[counts[0]][k] for c in e["adaptation"].values()),
+                            statistics.fmean(c[counts[-1]][k] for c in e["adaptation"].values()),
+                            statistics.fmean(c[counts[0]][k] for c in e["adaptation"].values()),
                         )
                         for e in entries
                     )
@@ -126,7 +124,7 @@ def summarize_rollout(per_seed: list[dict], readout_steps, supports) -> dict[str
         summary["tracks"][track] = stats
     reference = records.get("vanilla") or next(iter(records.values()))
     summary["copy_last"] = {
-        k: mean_and_std(_mean(row[k] for row in e["copy_last"].values()) for e in reference) for k in steps
+        k: mean_and_std(statistics.fmean(row[k] for row in e["copy_last"].values()) for e in reference) for k in steps
     }
     summary["comparisons"] = {}
     for name, ours, theirs in (("C vs B", "epm", "ei"), ("C vs A", "epm", "vanilla"), ("B vs A", "ei", "vanilla")):
@@ -150,13 +148,6 @@ def summarize_rollout(per_seed: list[dict], readout_steps, supports) -> dict[str
                 "worth_per_seed": worth,
             }
     return summary
-
-
-def _fmt(value) -> str:
-    if value is None:
-        return "-"
-    mean, std = value
-    return f"{mean:.4f} +- {std:.4f}"
 
 
 def _pct(value) -> str:
@@ -183,8 +174,8 @@ def format_rollout_tables(summary: dict[str, Any], gravities_text: str = "", uns
         for k in steps:
             row = stats["per_k"][k]
             lines.append(
-                f"| {TRACK_NAMES[track]} | {k} | {_fmt(row['same'])} (seeds {_seeds(row['same_per_seed'])}) | "
-                f"{_fmt(row['different'])} | {_fmt(row['empty'])} | {_pct(row['same_vs_different_percent'])} "
+                f"| {TRACK_NAMES[track]} | {k} | {mean_spread(row['same'])} (seeds {_seeds(row['same_per_seed'])}) | "
+                f"{mean_spread(row['different'])} | {mean_spread(row['empty'])} | {_pct(row['same_vs_different_percent'])} "
                 f"({', '.join(f'{v:+.2f}%' for v in row['same_vs_different_per_seed'])}) | "
                 f"{_pct(row['same_vs_empty_percent'])} |"
             )
@@ -192,7 +183,7 @@ def format_rollout_tables(summary: dict[str, Any], gravities_text: str = "", uns
         "| copy the last latent | "
         + " / ".join(steps)
         + " | "
-        + " / ".join(_fmt(summary["copy_last"][k]) for k in steps)
+        + " / ".join(mean_spread(summary["copy_last"][k]) for k in steps)
         + " | | | | |"
     )
     lines += ["", f"Pre-registered outcome at k = {steps[-1]} (same-g vs other-g beyond the seed spread):"]
@@ -218,7 +209,7 @@ def format_rollout_tables(summary: dict[str, Any], gravities_text: str = "", uns
         ]
         for track, stats in adapted.items():
             for k in steps:
-                cells = " | ".join(_fmt(stats["adaptation"][k][n]) for n in counts)
+                cells = " | ".join(mean_spread(stats["adaptation"][k][n]) for n in counts)
                 lines.append(
                     f"| {TRACK_NAMES[track]} | {k} | {cells} | {_pct(stats['adaptation_gain_percent'].get(k))} |"
                 )
@@ -236,7 +227,7 @@ def format_rollout_tables(summary: dict[str, Any], gravities_text: str = "", uns
             row = bound["per_k"][k]
             seeds = ", ".join(f"{v:+.2f}%" for v in row["worth_per_seed"])
             lines.append(
-                f"| {k} | {_fmt(row['mixed'])} | {_fmt(row['specialist'])} | {_pct(row['worth_percent'])} ({seeds}) |"
+                f"| {k} | {mean_spread(row['mixed'])} | {mean_spread(row['specialist'])} | {_pct(row['worth_percent'])} ({seeds}) |"
             )
     return "\n".join(lines)
 
