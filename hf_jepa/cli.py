@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
 
 from .cli_errors import CliError, OneLineParser, check_variants, load_model, report
+from .cli_probe import add_probe_commands
 from .cli_settings import (
     TrainSetup,
     build_train_setup,
@@ -382,7 +383,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="on an error, print the full traceback too")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(
-        dest="command", required=True, metavar="{train,eval,reproduce,push,push-dataset,demo,space,push-space,configs}"
+        dest="command",
+        required=True,
+        metavar="{train,eval,reproduce,push,push-dataset,demo,space,push-space,probe,configs}",
     )
 
     train = sub.add_parser(
@@ -470,6 +473,7 @@ def build_parser() -> argparse.ArgumentParser:
     push_dataset.set_defaults(handler=cmd_push_dataset)
 
     demo, space, push_space = add_space_commands(sub)
+    add_probe_commands(sub)
 
     configs = sub.add_parser(
         "configs",
