@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from .recipes.family import Family
 
 
+from .cli_convert import add_convert_commands
 from .cli_errors import CliError, OneLineParser, check_variants, load_model, report
 from .cli_probe import add_probe_commands
 from .cli_settings import (
@@ -385,7 +386,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(
         dest="command",
         required=True,
-        metavar="{train,eval,reproduce,push,push-dataset,demo,space,push-space,probe,configs}",
+        metavar="{train,eval,reproduce,push,push-dataset,demo,space,push-space,probe,convert,configs}",
     )
 
     train = sub.add_parser(
@@ -473,6 +474,7 @@ def build_parser() -> argparse.ArgumentParser:
     push_dataset.set_defaults(handler=cmd_push_dataset)
 
     demo, space, push_space = add_space_commands(sub)
+    convert = add_convert_commands(sub)
     add_probe_commands(sub)
 
     configs = sub.add_parser(
@@ -500,6 +502,7 @@ def build_parser() -> argparse.ArgumentParser:
         demo,
         space,
         push_space,
+        convert,
         *configs_commands,
     ):  # `train ... --debug` works too
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
