@@ -53,6 +53,7 @@ from .cli_settings import (
     read_yaml,
     type_annotations,
 )
+from .cli_export import add_export_commands
 from .cli_spaces import add_space_commands
 from .version import __version__
 
@@ -474,6 +475,7 @@ def build_parser() -> argparse.ArgumentParser:
     push_dataset.set_defaults(handler=cmd_push_dataset)
 
     demo, space, push_space = add_space_commands(sub)
+    add_export_commands(sub)
     convert = add_convert_commands(sub)
     add_probe_commands(sub)
 
