@@ -1,7 +1,9 @@
-"""I-JEPA recipe: the image JEPA on MNIST digits (multi-block masks on the patch grid, EMA target), with the same
-collapse diagnostics as T-JEPA (MI proxy per target patch, rank/cosine of pooled target-encoder embeddings) and a
-linear probe on digit classes."""
+"""I-JEPA recipe: the image JEPA on MNIST digits or your own (grey or RGB) images (multi-block masks on the patch grid,
+EMA target), with the same collapse diagnostics as T-JEPA (MI proxy per target patch, rank/cosine of pooled
+target-encoder embeddings) and a linear probe on the classes. `init_from` continues pre-training from a saved or
+converted (`hf-jepa convert i-jepa`) folder."""
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,10 +20,27 @@ from ..metrics.downstream import linear_probe_accuracy
 from ..modeling.i_jepa import IJepaConfig, IJepaImageProcessor, IJepaModel
 from ..progress import progress
 from ..trainers import seeded_generator
-from ._checks import check_count, check_types
+from ._checks import check_count, check_model_folder, check_types
 from ._collapse import CollapseDiagnosedRecipe
 from ._saved import write_data_settings
 from .family import Family
+
+logger = logging.getLogger(__name__)
+
+# What a run started from `init_from` takes from its own settings (preset and --set) rather than from the folder: the
+# pre-training objective. Everything else (the architecture, the position tables, the pixel statistics, where the
+# weights came from) is the folder's, as its weights need.
+OBJECTIVE_FIELDS = (
+    "num_target_blocks",
+    "target_scale",
+    "target_aspect_ratio",
+    "context_scale",
+    "min_keep",
+    "loss_type",
+    "normalize_targets",
+    "ema_momentum",
+    "ema_momentum_end",
+)
 
 
 @dataclass
@@ -32,9 +51,13 @@ class IJepaDataArguments:
     folder. image_column, label_column: the columns holding the images and the classes (labels only feed the linear
     probe; a source without the label column trains without it). streaming: read the training images as a stream
     (sharded across processes, decoded and masked in `num_workers` DataLoader workers) instead of decoding them all
-    into memory first."""
+    into memory first. init_from: a saved I-JEPA folder or Hub id (`hf-jepa train i-jepa` or `hf-jepa convert i-jepa`
+    output) to continue pre-training from: its context encoder, target encoder and predictor weights, its architecture
+    and pixel statistics; the objective (masks, loss, EMA schedule: `OBJECTIVE_FIELDS`) comes from this run's preset
+    and --set (`preset=full` for I-JEPA's ImageNet settings)."""
 
     data: str | None = None
+    init_from: str | None = None
     image_column: str = "image"
     label_column: str = "label"
     streaming: bool = False
@@ -48,6 +71,46 @@ class IJepaDataArguments:
         check_count(self, "num_workers", minimum=0)
         check_count(self, "diagnostics_images", minimum=2)
         check_count(self, "probe_images", minimum=20)  # a logistic-regression probe needs every digit class
+        check_model_folder(
+            self,
+            "init_from",
+            IJepaConfig.model_type,
+            "an I-JEPA folder (the output of `hf-jepa train i-jepa` or `hf-jepa convert i-jepa`)",
+        )
+
+
+def continued_config(init_from: str, run_config: IJepaConfig) -> IJepaConfig:
+    """The config of a run that continues from `init_from`: the folder's config with the run's `OBJECTIVE_FIELDS`.
+    Logs the architecture it keeps, and warns about each objective field that differs from the folder's."""
+    config = IJepaConfig.from_pretrained(init_from)
+    changed = {}
+    for field in OBJECTIVE_FIELDS:
+        value = getattr(run_config, field)
+        if getattr(config, field) != value:
+            changed[field] = (getattr(config, field), value)
+        setattr(config, field, value)
+    config.validate()
+    backbone = config.backbone_config
+    logger.info(
+        "init_from=%s: the model is that folder's (ViT %d x %d wide, %d px, patch %d, %d channel(s); a %d x %d-wide "
+        "predictor%s); this run's architecture settings are not used",
+        init_from,
+        backbone.num_hidden_layers,
+        backbone.hidden_size,
+        backbone.image_size,
+        backbone.patch_size,
+        backbone.num_channels,
+        config.predictor_num_layers,
+        config.predictor_hidden_size,
+        ", initialised fresh at conversion" if (config.converted_from or {}).get("predictor") == "initialised" else "",
+    )
+    if changed:
+        logger.warning(
+            "init_from=%s: objective settings from this run's preset / --set instead of the folder's: %s",
+            init_from,
+            ", ".join(f"{field} {old!r} -> {new!r}" for field, (old, new) in changed.items()),
+        )
+    return config
 
 
 class IJepaRecipe(CollapseDiagnosedRecipe):
@@ -64,8 +127,10 @@ class IJepaRecipe(CollapseDiagnosedRecipe):
         splits: MnistSplits | None = None,
     ):
         super().__init__(seed)
-        self.config = config
         self.data_args = args = data_args or IJepaDataArguments()
+        if args.init_from:
+            config = continued_config(args.init_from, config)
+        self.config = config
         self.splits = splits or load_image_splits(
             args.data,
             args.image_column,
@@ -74,6 +139,7 @@ class IJepaRecipe(CollapseDiagnosedRecipe):
             streaming=args.streaming,
             head=max(args.diagnostics_images, args.probe_images),
             labels_required=False,
+            num_channels=config.num_channels,
         )
         self.sampler = MultiBlockMaskSampler(
             input_size=config.grid_size,
@@ -91,10 +157,12 @@ class IJepaRecipe(CollapseDiagnosedRecipe):
         )
 
     def _pixels(self, images):
-        """uint8 `(N, H, W)` -> `(N, C, H, W)` floats standardised with the config's per-channel statistics."""
+        """uint8 `(N, H, W)` (grey) or `(N, C, H, W)` -> `(N, C, H, W)` floats standardised with the config's
+        per-channel statistics."""
         mean = torch.tensor(self.config.pixel_mean, dtype=torch.float32).view(1, -1, 1, 1)
         std = torch.tensor(self.config.pixel_std, dtype=torch.float32).view(1, -1, 1, 1)
-        return (images.float().unsqueeze(1) / 255.0 - mean) / std
+        images = images.unsqueeze(1) if images.ndim == 3 else images
+        return (images.float() / 255.0 - mean) / std
 
     def _batch_for(self, images, step, rank):
         masks = self.sampler.sample(images.shape[0], step=step, rank=rank)
@@ -119,10 +187,13 @@ class IJepaRecipe(CollapseDiagnosedRecipe):
 
     def _streamed_batch(self, raw: dict, index: int, rank: int) -> dict[str, torch.Tensor]:
         """Decode and mask one streamed batch (in a DataLoader worker): the same masks as `train_batch(index, rank)`."""
-        images = decode_images(raw["image"], self.config.backbone_config.image_size)
+        images = decode_images(raw["image"], self.config.backbone_config.image_size, self.config.num_channels)
         return self._batch_for(images, index, rank)
 
     def build_model(self) -> IJepaModel:
+        """A fresh model of the config, or the `init_from` folder's weights (all three parts, loaded strictly)."""
+        if self.data_args.init_from:
+            return IJepaModel.from_pretrained(self.data_args.init_from, config=self.config, dtype=torch.float32)
         return IJepaModel(self.config)
 
     def batch_diagnostics(self, model: IJepaModel, batch, split: str) -> dict[str, float]:
@@ -161,11 +232,11 @@ class IJepaRecipe(CollapseDiagnosedRecipe):
         return self._finish(model, metrics, output_dir)
 
     def untrained_model(self) -> IJepaModel:
-        """A fresh model as `build_model` makes it after the trainer's `set_seed(seed)`, without touching the global
-        random state."""
+        """A fresh model as `build_model` makes it without `init_from`, after the trainer's `set_seed(seed)`, without
+        touching the global random state."""
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
-            return self.build_model()
+            return IJepaModel(self.config)
 
     def _probe(self, model: IJepaModel, count: int) -> float:
         """Linear-probe accuracy on the pooled target-encoder embeddings of the first `count` train / test images."""
@@ -187,7 +258,9 @@ class IJepaRecipe(CollapseDiagnosedRecipe):
         # `pipeline("image-feature-extraction", model=dir)` needs it (and the statistics the model was trained with).
         IJepaImageProcessor.from_model_config(model.config).save_pretrained(output_dir)
         write_data_settings(output_dir, self.data_args)  # `hf-jepa eval` rebuilds the same data from it
-        card = render_card(model.config, metrics, training_args=args, data_args=self.data_args)
+        card = render_card(
+            model.config, metrics, training_args=args, data_args=self.data_args, base_model=self.data_args.init_from
+        )
         card.save(str(Path(output_dir) / "README.md"))
 
 
@@ -216,5 +289,7 @@ FAMILIES = (
         recipe_class=IJepaRecipe,
         training_defaults=TRAINING_DEFAULTS,
         result_rows=result_rows,
+        # The folder a run continued from: eval needs none of it (the folder is the model).
+        training_only_settings=("init_from",),
     ),
 )

@@ -6,6 +6,10 @@ from transformers import PretrainedConfig, ViTConfig
 
 LOSS_TYPES = ("smooth_l1", "mse")
 INIT_SCHEMES = ("trunc_normal", "xavier_uniform", "pytorch_default")
+# "sincos": the fixed 2-D sin-cos tables recomputed from the grid (not saved); "stored": fixed tables saved with the
+# weights, for a converted checkpoint's own tables (transformers' IJepaModel learns its position embeddings) or tables
+# interpolated to another image size, which are no longer the sin-cos table of the new grid.
+POSITION_EMBEDDING_TYPES = ("sincos", "stored")
 IMAGENET_MEAN = [0.485, 0.456, 0.406]
 IMAGENET_STD = [0.229, 0.224, 0.225]
 MNIST_MEAN = [0.1307]
@@ -95,6 +99,15 @@ class IJepaConfig(PretrainedConfig):
             normalise: the data pipeline does.
         initializer_range (`float`, *optional*, defaults to 0.02): std of the truncated-normal init of new weights
             (and of the predictor's mask token).
+        position_embedding_type (`str`, *optional*, defaults to `"sincos"`): the encoders' and the predictor's
+            position tables: `"sincos"` (fixed 2-D sin-cos, recomputed from the grid, not saved) or `"stored"` (fixed
+            tables saved with the weights: a converted checkpoint's own, or ones interpolated to another image size).
+            Neither is trained, as in I-JEPA, whose `pos_embed` has `requires_grad=False`.
+        predictor_layer_norm_eps (`float`, *optional*): the predictor's LayerNorm eps; None (default) uses the
+            backbone's `layer_norm_eps` (I-JEPA uses 1e-6 for both).
+        converted_from (`dict`, *optional*): set by `hf-jepa convert`: where the weights came from (`source`,
+            `layout`) and which parts were converted or freshly initialised (`predictor`: `"converted"` or
+            `"initialised"`). None for models hf-jepa trained from scratch.
         init_scheme (`str`, *optional*, defaults to `"trunc_normal"`): init of linear and patch-embedding weights:
             `"trunc_normal"` (I-JEPA's reference, std `initializer_range`, zero biases; made for ViT-H's width),
             `"xavier_uniform"` (MAE's / the JAX ViT's, zero biases) or `"pytorch_default"` (`nn.Linear`'s own:
@@ -128,6 +141,9 @@ class IJepaConfig(PretrainedConfig):
         pixel_std: list | float | None = None,
         initializer_range: float = 0.02,
         init_scheme: str = "trunc_normal",
+        position_embedding_type: str = "sincos",
+        predictor_layer_norm_eps: float | None = None,
+        converted_from: dict | None = None,
         **kwargs,
     ):
         if backbone_config is None:
@@ -156,6 +172,9 @@ class IJepaConfig(PretrainedConfig):
         self.pixel_std = _as_float_list(pixel_std) if pixel_std is not None else list(default_std)
         self.initializer_range = initializer_range
         self.init_scheme = init_scheme
+        self.position_embedding_type = position_embedding_type
+        self.predictor_layer_norm_eps = predictor_layer_norm_eps
+        self.converted_from = dict(converted_from) if converted_from is not None else None
         super().__init__(**kwargs)
         self.validate()
 
@@ -223,6 +242,16 @@ class IJepaConfig(PretrainedConfig):
                 raise ValueError(f"IJepaConfig.{field} must be [min, max] with {bound}, got {value!r}")
         if self.init_scheme not in INIT_SCHEMES:
             raise ValueError(f"IJepaConfig.init_scheme must be one of {INIT_SCHEMES}, got {self.init_scheme!r}")
+        if self.position_embedding_type not in POSITION_EMBEDDING_TYPES:
+            raise ValueError(
+                f"IJepaConfig.position_embedding_type must be one of {POSITION_EMBEDDING_TYPES}, got "
+                f"{self.position_embedding_type!r}"
+            )
+        eps = self.predictor_layer_norm_eps
+        if eps is not None and (isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps > 0):
+            raise ValueError(f"IJepaConfig.predictor_layer_norm_eps must be None or a number > 0, got {eps!r}")
+        if self.converted_from is not None and not isinstance(self.converted_from, dict):
+            raise ValueError(f"IJepaConfig.converted_from must be None or a dict, got {self.converted_from!r}")
         if self.loss_type not in LOSS_TYPES:
             raise ValueError(f"IJepaConfig.loss_type must be one of {LOSS_TYPES}, got {self.loss_type!r}")
         for field in ("ema_momentum", "ema_momentum_end"):
@@ -252,6 +281,12 @@ class IJepaConfig(PretrainedConfig):
     @property
     def patch_size(self) -> int:
         return self.backbone_config.patch_size
+
+    @property
+    def predictor_eps(self) -> float:
+        """The predictor's LayerNorm eps: `predictor_layer_norm_eps`, else the backbone's `layer_norm_eps`."""
+        eps = self.predictor_layer_norm_eps
+        return float(self.backbone_config.layer_norm_eps if eps is None else eps)
 
     @property
     def grid_size(self) -> int:
@@ -328,4 +363,4 @@ class IJepaConfig(PretrainedConfig):
         return preset_config(cls, ViTConfig, vit_huge_config, {}, {}, overrides)
 
 
-__all__ = ["IJepaConfig", "vit_huge_config"]
+__all__ = ["POSITION_EMBEDDING_TYPES", "IJepaConfig", "vit_huge_config"]

@@ -11,8 +11,9 @@ class IJepaImageProcessor(PilBackend):
     Turns PIL images, arrays or tensors into the `pixel_values` I-JEPA expects: `size` x `size`,
     `(x / 255 - image_mean) / image_std`, as many channels as `image_mean` has entries (grey for the MNIST presets:
     colour images are turned into grey first, so transformers' image pipelines, which convert every image to RGB,
-    give a grey model the digit it was trained on). The defaults are the MNIST presets' (28 px, one channel);
-    `IJepaImageProcessor.from_model_config(config)` matches any config.
+    give a grey model the digit it was trained on; RGB for a 3-channel model: grey, palette and RGBA images are
+    converted to RGB, grey arrays repeated over the channels). The defaults are the MNIST presets' (28 px, one
+    channel); `IJepaImageProcessor.from_model_config(config)` matches any config (its size, channels and statistics).
     """
 
     resample = PILImageResampling.BICUBIC
@@ -35,18 +36,26 @@ class IJepaImageProcessor(PilBackend):
             image_std=list(config.pixel_std),
         )
 
-    # Copied from hf_jepa.modeling.bro_jepa.image_processing_bro_jepa.BroJepaImageProcessor.process_image
     def process_image(self, image, *args, **kwargs):
-        """The backend's channel-first array; grey when the model takes one channel (`image_mean` has one entry)
-        and the image has three or four: PIL images through `convert("L")` (ITU-R 601-2 luma, so a grey image
-        converted to RGB comes back bit-equal), arrays weighted the same way (alpha dropped)."""
-        single_channel = len(np.atleast_1d(self.image_mean)) == 1
+        """The backend's channel-first array with the model's channels (`image_mean`'s length). One channel: an
+        image with three or four becomes grey, PIL images through `convert("L")` (ITU-R 601-2 luma, so a grey image
+        converted to RGB comes back bit-equal), arrays weighted the same way (alpha dropped). Three channels: PIL
+        images in any other mode through `convert("RGB")`, a grey array repeated over the three channels, an RGBA
+        array without its alpha."""
+        channels = len(np.atleast_1d(self.image_mean))
+        single_channel = channels == 1
         if single_channel and hasattr(image, "convert") and getattr(image, "mode", "L") in ("RGB", "RGBA", "P", "CMYK"):
             image = image.convert("L")
+        elif channels == 3 and hasattr(image, "convert") and getattr(image, "mode", "RGB") != "RGB":
+            image = image.convert("RGB")
         array = super().process_image(image, *args, **kwargs)
         if single_channel and array.ndim == 3 and array.shape[0] in (3, 4):
             luma = np.asarray([0.299, 0.587, 0.114], dtype=np.float32)
             array = np.tensordot(luma, array[:3].astype(np.float32), axes=1)[None]
+        elif channels == 3 and array.ndim == 2:
+            array = np.repeat(array[None], 3, axis=0)
+        elif channels == 3 and array.ndim == 3 and array.shape[0] in (1, 4):
+            array = np.repeat(array, 3, axis=0) if array.shape[0] == 1 else array[:3]
         return array
 
 

@@ -86,6 +86,21 @@ def sincos_2d_position_embeddings(dim: int, grid_size: int, device=None) -> torc
     return torch.cat([one_d(cols), one_d(rows)], dim=1).float()
 
 
+def interpolate_position_table(table: torch.Tensor, grid_size: int, height: int, width: int) -> torch.Tensor:
+    """A `(grid_size**2, D)` row-major position table resampled to a `height x width` patch grid, `(height * width,
+    D)`: bicubic on the 2-D grid (`align_corners=False`), computed in float32 and returned in the table's dtype, as
+    transformers' `IJepaEmbeddings.interpolate_pos_encoding` does (it too returns the table unchanged for the same
+    square grid). Used at forward for other input sizes and by `hf-jepa convert --image-size`."""
+    if height == width == grid_size:
+        return table
+    if height <= 0 or width <= 0:
+        raise ValueError(f"a position table needs a grid of at least 1 x 1 patches, got {height} x {width}")
+    dim = table.shape[-1]
+    grid = table.float().reshape(1, grid_size, grid_size, dim).permute(0, 3, 1, 2)
+    resized = F.interpolate(grid, size=(height, width), mode="bicubic", align_corners=False)
+    return resized.permute(0, 2, 3, 1).reshape(height * width, dim).to(table.dtype)
+
+
 def gather_patches(hidden: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
     """`hidden[b, indices[b, ...]]`: `(B, N, D)` and integer `(B, *shape)` -> `(B, *shape, D)`."""
     batch, dim = hidden.shape[0], hidden.shape[-1]
@@ -114,27 +129,41 @@ def _finite_pixels(pixel_values: torch.Tensor, name: str, dtype: torch.dtype) ->
 
 
 class IJepaEncoder(nn.Module):
-    """ViT without a CLS token: patch embedding + fixed sin-cos positions, an optional gather of the kept patches,
-    transformers' `ViTLayer` blocks and a final LayerNorm."""
+    """ViT without a CLS token: patch embedding + fixed positions (sin-cos, or a saved table with
+    `position_embedding_type="stored"`), an optional gather of the kept patches, transformers' `ViTLayer` blocks and a
+    final LayerNorm."""
 
     def __init__(self, config: IJepaConfig):
         super().__init__()
         backbone = config.backbone_config
         self.grid_size = config.grid_size
+        self.patch_size = backbone.patch_size
         self.patch_embeddings = ViTPatchEmbeddings(backbone)
+        # A buffer either way (never trained); saved with the weights only when it is not the recomputable sin-cos.
         self.register_buffer(
             "position_embeddings",
             sincos_2d_position_embeddings(backbone.hidden_size, self.grid_size),
-            persistent=False,
+            persistent=config.position_embedding_type == "stored",
         )
         self.layers = nn.ModuleList([ViTLayer(backbone) for _ in range(backbone.num_hidden_layers)])
         self.layernorm = nn.LayerNorm(backbone.hidden_size, eps=backbone.layer_norm_eps)
 
-    def forward(self, pixel_values: torch.Tensor, patch_indices: torch.Tensor | None = None) -> torch.Tensor:
-        """`(B, C, H, W)` -> `(B, N, D)` over all patches, or `(B, K, D)` over `patch_indices` `(B, K)` only."""
+    def forward(
+        self,
+        pixel_values: torch.Tensor,
+        patch_indices: torch.Tensor | None = None,
+        interpolate_pos_encoding: bool = False,
+    ) -> torch.Tensor:
+        """`(B, C, H, W)` -> `(B, N, D)` over all patches, or `(B, K, D)` over `patch_indices` `(B, K)` only. With
+        `interpolate_pos_encoding`, an input of another size gets the position table resampled to its patch grid
+        (`interpolate_position_table`)."""
         weight = self.patch_embeddings.projection.weight
         hidden = self.patch_embeddings(pixel_values.to(weight.dtype))
-        hidden = hidden + self.position_embeddings.to(hidden.dtype)[None]
+        positions = self.position_embeddings
+        if interpolate_pos_encoding:
+            height, width = pixel_values.shape[-2] // self.patch_size, pixel_values.shape[-1] // self.patch_size
+            positions = interpolate_position_table(positions, self.grid_size, height, width)
+        hidden = hidden + positions.to(hidden.dtype)[None]
         if patch_indices is not None:
             hidden = gather_patches(hidden, patch_indices)
         for layer in self.layers:
@@ -210,7 +239,7 @@ class IJepaPredictorBlock(GradientCheckpointingLayer):
         width, self.num_heads = config.predictor_hidden_size, config.predictor_num_heads
         self.scaling = (width // self.num_heads) ** -0.5
         self.is_causal = False
-        eps = config.backbone_config.layer_norm_eps
+        eps = config.predictor_eps
         self.norm1 = nn.LayerNorm(width, eps=eps)
         self.qkv = nn.Linear(width, 3 * width)
         self.proj = nn.Linear(width, width)
@@ -238,10 +267,12 @@ class IJepaPredictor(nn.Module):
         self.embed = nn.Linear(config.hidden_size, width)
         self.mask_token = nn.Parameter(torch.empty(width))
         self.register_buffer(
-            "position_embeddings", sincos_2d_position_embeddings(width, self.grid_size), persistent=False
+            "position_embeddings",
+            sincos_2d_position_embeddings(width, self.grid_size),
+            persistent=config.position_embedding_type == "stored",
         )
         self.blocks = nn.ModuleList([IJepaPredictorBlock(config) for _ in range(config.predictor_num_layers)])
-        self.norm = nn.LayerNorm(width, eps=config.backbone_config.layer_norm_eps)
+        self.norm = nn.LayerNorm(width, eps=config.predictor_eps)
         self.output = nn.Linear(width, config.hidden_size)
 
     def forward(
@@ -285,7 +316,8 @@ class IJepaPreTrainedModel(PreTrainedModel):
         `initializer_range`); then each block's output projections (attention output, second MLP layer) divided by
         `sqrt(2 * layer_id)` (the reference's `fix_init_weight`; children are initialised before their parent, so the
         rescale sees the fresh weights). The fixed sin-cos tables are non-persistent buffers, recomputed here so that
-        they are right after `from_pretrained` too.
+        they are right after `from_pretrained` too; stored tables (`position_embedding_type="stored"`) start as the
+        sin-cos table and are left alone once loaded (transformers' `init` functions skip loaded tensors).
 
         `"trunc_normal"` (I-JEPA's reference): truncated normal, std `initializer_range` (0.02), zero biases.
         `"xavier_uniform"` (MAE's): Xavier-uniform, zero biases. `"pytorch_default"` (`nn.Linear`'s own
@@ -430,17 +462,20 @@ class IJepaModel(IJepaPreTrainedModel):
 
     # ------------------------------------------------------------------ input checks
 
-    def _check_pixel_values(self, pixel_values) -> torch.Tensor:
+    def _check_pixel_values(self, pixel_values, interpolate_pos_encoding: bool = False) -> torch.Tensor:
         """Checked `pixel_values`: a non-empty floating tensor `(batch, C, H, W)` of finite values, cast to the
-        model's dtype (float64 / float16 / bfloat16 input is accepted)."""
+        model's dtype (float64 / float16 / bfloat16 input is accepted). `H x W` must be the config's image size, or,
+        with `interpolate_pos_encoding`, any size of at least one patch per side."""
         config = self.config
         expected = (config.num_channels, config.image_size, config.image_size)
-        if (
-            not isinstance(pixel_values, torch.Tensor)
-            or pixel_values.ndim != 4
-            or tuple(pixel_values.shape[1:]) != expected
-            or not pixel_values.is_floating_point()
-        ):
+        shape_ok = isinstance(pixel_values, torch.Tensor) and pixel_values.ndim == 4
+        if shape_ok and interpolate_pos_encoding:
+            shape_ok = pixel_values.shape[1] == config.num_channels and min(pixel_values.shape[2:]) >= config.patch_size
+        elif shape_ok:
+            shape_ok = tuple(pixel_values.shape[1:]) == expected
+        if not shape_ok or not pixel_values.is_floating_point():
+            if interpolate_pos_encoding:
+                expected = (config.num_channels, f"H >= {config.patch_size}", f"W >= {config.patch_size}")
             got = tuple(pixel_values.shape) if isinstance(pixel_values, torch.Tensor) else type(pixel_values).__name__
             dtype = f" {pixel_values.dtype}" if isinstance(pixel_values, torch.Tensor) else ""
             raise ValueError(
@@ -499,18 +534,24 @@ class IJepaModel(IJepaPreTrainedModel):
 
     # ------------------------------------------------------------------ building blocks
 
-    def encode(self, pixel_values: torch.Tensor, use_target_encoder: bool = False) -> torch.Tensor:
+    def encode(
+        self, pixel_values: torch.Tensor, use_target_encoder: bool = False, interpolate_pos_encoding: bool = False
+    ) -> torch.Tensor:
         """`(B, num_patches, hidden)` last-layer states over all patches of the context encoder, or of the EMA target
-        encoder."""
-        pixel_values = self._check_pixel_values(pixel_values)
+        encoder. `interpolate_pos_encoding=True` accepts another image size: the position table is resampled
+        (bicubic) to its patch grid, and `num_patches` is that grid's."""
+        pixel_values = self._check_pixel_values(pixel_values, interpolate_pos_encoding)
         encoder = self.target_encoder if use_target_encoder else self.context_encoder
         with torch.set_grad_enabled(torch.is_grad_enabled() and encoder is self.context_encoder):
-            return encoder(pixel_values)
+            return encoder(pixel_values, interpolate_pos_encoding=interpolate_pos_encoding)
 
-    def embed(self, pixel_values: torch.Tensor, use_target_encoder: bool = True) -> torch.Tensor:
+    def embed(
+        self, pixel_values: torch.Tensor, use_target_encoder: bool = True, interpolate_pos_encoding: bool = False
+    ) -> torch.Tensor:
         """`(B, hidden)` image embeddings, average-pooled over all patches; from the EMA target encoder by default
-        (I-JEPA evaluates with the target encoder, average-pooled, no CLS token)."""
-        return self.encode(pixel_values, use_target_encoder).mean(dim=1)
+        (I-JEPA evaluates with the target encoder, average-pooled, no CLS token). `interpolate_pos_encoding`: as
+        `encode`."""
+        return self.encode(pixel_values, use_target_encoder, interpolate_pos_encoding).mean(dim=1)
 
     def target_representations(self, pixel_values: torch.Tensor) -> torch.Tensor:
         """`(B, num_patches, hidden)` target encoder states of the full image, layer-normalised (no affine) when
@@ -525,6 +566,7 @@ class IJepaModel(IJepaPreTrainedModel):
         context_indices: torch.Tensor | None = None,
         target_indices: torch.Tensor | None = None,
         return_dict: bool | None = None,
+        interpolate_pos_encoding: bool | None = None,
         **kwargs,
     ) -> IJepaOutput | BaseModelOutputWithPooling | tuple:
         r"""
@@ -540,16 +582,23 @@ class IJepaModel(IJepaPreTrainedModel):
         target_indices (`torch.LongTensor` of shape `(batch, num_blocks, num_target_patches)`): row-major patch
             indices of each target block, distinct within a block; blocks may overlap each other but not the
             context. Equal counts across the batch and the blocks (I-JEPA's collator truncates to the minimum).
+        interpolate_pos_encoding (`bool`, *optional*): encoder use only: accept images of another size, with the
+            position table resampled (bicubic) to their patch grid, as transformers' `IJepaModel` does.
         """
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         if context_indices is None and target_indices is None:  # encoder use (feature extraction)
-            hidden = self.encode(pixel_values)
+            hidden = self.encode(pixel_values, interpolate_pos_encoding=bool(interpolate_pos_encoding))
             output = BaseModelOutputWithPooling(last_hidden_state=hidden, pooler_output=hidden.mean(dim=1))
             return output if return_dict else output.to_tuple()
         if context_indices is None or target_indices is None:
             missing = "context_indices" if context_indices is None else "target_indices"
             raise ValueError(
                 f"{missing} is missing: pass both context_indices and target_indices (training), or neither (encoder)"
+            )
+        if interpolate_pos_encoding:
+            raise ValueError(
+                "interpolate_pos_encoding is for encoder use only (no context_indices / target_indices): training "
+                "masks index the config's patch grid, so train at config.image_size"
             )
         pixel_values, context_indices, target_indices = self._check_inputs(
             pixel_values, context_indices, target_indices
@@ -572,4 +621,11 @@ class IJepaModel(IJepaPreTrainedModel):
         return output if return_dict else output.to_tuple()
 
 
-__all__ = ["IJepaModel", "IJepaOutput", "IJepaPreTrainedModel", "gather_patches", "sincos_2d_position_embeddings"]
+__all__ = [
+    "IJepaModel",
+    "IJepaOutput",
+    "IJepaPreTrainedModel",
+    "gather_patches",
+    "interpolate_position_table",
+    "sincos_2d_position_embeddings",
+]
