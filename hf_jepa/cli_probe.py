@@ -85,6 +85,7 @@ def _data(args, encoder, settings):
             text_column=settings.text_column,
             label_column=settings.label_column,
             image_size=encoder.image_size,
+            num_channels=encoder.num_channels if encoder.kind == "image" else 1,
         )
     except (ValueError, FileNotFoundError, RuntimeError) as error:
         raise CliError(

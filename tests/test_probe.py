@@ -205,3 +205,24 @@ def test_the_console_script_probes_a_folder(bro_folder, tmp_path):
     assert results == json.loads((out / "probe_results.json").read_text())
     assert "Probing" in result.stderr and "device cpu" in result.stderr  # the log names the data and the device
     assert ModelCard.load(out / "README.md").data.model_name  # the model's card, copied and extended
+
+
+def test_rgb_images_reach_a_three_channel_vit(tmp_path):
+    from PIL import Image
+    from transformers import ViTConfig, ViTImageProcessor, ViTModel
+
+    for split, count in (("train", 24), ("test", 8)):
+        for index in range(count):
+            colour = "red" if index % 2 else "blue"
+            folder = tmp_path / "images" / split / colour
+            folder.mkdir(parents=True, exist_ok=True)
+            Image.new("RGB", (16, 16), colour).save(folder / f"{index}.png")
+    vit = tmp_path / "vit"
+    torch.manual_seed(0)
+    config = ViTConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64, image_size=16)
+    ViTModel(config).save_pretrained(vit)
+    ViTImageProcessor(size={"height": 16, "width": 16}).save_pretrained(vit)
+    argv = ["probe", str(vit), "--data", str(tmp_path / "images"), "--probes", "linear,knn", "--no-card"]
+    assert main([*argv, "--set", "knn_k=3", "device=cpu"]) == 0
+    results = json.loads((vit / "probe_results.json").read_text())
+    assert results["data"]["test_examples"] == 8 and results["rows"][0]["accuracy"]["knn"] == 1.0

@@ -50,12 +50,16 @@ def _sample(inputs, labels: torch.Tensor, count: int, seed: int):
     return [inputs[i] for i in order.tolist()], labels[order]
 
 
-def _image_data(data, image_column: str, label_column: str, image_size: int | None) -> ProbeData:
+def _image_data(data, image_column: str, label_column: str, image_size: int | None, channels: int) -> ProbeData:
     from ..data.images import load_image_splits
 
-    # MNIST's own sources decode at 28x28 only; the model's image processor resizes them to its size afterwards.
-    size = 28 if data in MNIST_KEYWORDS or image_size is None else image_size
-    splits = load_image_splits(data, image_column, label_column, image_size=size, labels_required=True)
+    # MNIST's own sources decode grey at 28x28 only; the model's image processor resizes them (and repeats grey to
+    # three channels) afterwards. A user's source is decoded with the model's channels and size.
+    mnist = data in MNIST_KEYWORDS
+    size = 28 if mnist or image_size is None else image_size
+    splits = load_image_splits(
+        data, image_column, label_column, image_size=size, labels_required=True, num_channels=1 if mnist else channels
+    )
     return ProbeData(
         "image", splits.source, splits.train_images, splits.train_labels, splits.test_images, splits.test_labels
     )
@@ -109,14 +113,15 @@ def load_probe_data(
     text_column: str = "text",
     label_column: str = "label",
     image_size: int | None = None,
+    num_channels: int = 1,
 ) -> ProbeData:
     """`ProbeData` of `kind` ("image" or "text") from `data`, cut to seeded samples of `train_examples` /
     `test_examples` (0: all). Image sources: as `hf_jepa.data.images.load_image_splits` (None: `$HF_JEPA_MNIST`, the
-    Hub, else the embedded digits), decoded at `image_size` (28 for MNIST's own sources). Text sources: None or
+    Hub, else the embedded digits), decoded at `image_size` with `num_channels` (grey 28 px for MNIST's own sources). Text sources: None or
     "embedded" for the embedded topic classes, else a folder or file with the named columns (the `test` or
     `validation` split, else a seeded 10% of `train`). Raises `ValueError` for a source without the columns."""
     loaded = (
-        _image_data(data, image_column, label_column, image_size)
+        _image_data(data, image_column, label_column, image_size, num_channels)
         if kind == "image"
         else _text_data(data, text_column, label_column)
     )

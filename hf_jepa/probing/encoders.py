@@ -69,6 +69,11 @@ class FrozenEncoder:
         return f"{name} ({self.kind} encoder)"
 
     @property
+    def num_channels(self) -> int:
+        """The channels the model's images have (its config's; 3 when it records none)."""
+        return int(getattr(self.model.config, "num_channels", 3) or 3)
+
+    @property
     def image_size(self) -> int | None:
         """The side the model's images have (its config's), None for text encoders or when unknown."""
         size = getattr(self.model.config, "image_size", None)
@@ -108,13 +113,13 @@ class FrozenEncoder:
     # ------------------------------------------------------------------ images
 
     def _pixels(self, images: torch.Tensor) -> torch.Tensor:
-        """uint8 `(B, H, W)` -> the model's `pixel_values` through its image processor (resized, scaled, normalised
+        """uint8 `(B, H, W)` or `(B, 3, H, W)` -> the model's `pixel_values` through its image processor (resized, scaled, normalised
         as it was trained); grey images are repeated to three channels for a three-channel model."""
         from PIL import Image
 
-        channels = int(getattr(self.model.config, "num_channels", 3) or 3)
-        mode = "L" if channels == 1 else "RGB"
-        pil = [Image.fromarray(image.numpy()).convert(mode) for image in images]
+        mode = "L" if self.num_channels == 1 else "RGB"
+        arrays = [image.numpy() if image.ndim == 2 else image.permute(1, 2, 0).numpy() for image in images]  # HWC
+        pil = [Image.fromarray(array).convert(mode) for array in arrays]
         pixel_values = self.preprocessor(images=pil, return_tensors="pt")["pixel_values"]
         return pixel_values.to(self.device, dtype=self.model.dtype)
 
