@@ -226,3 +226,15 @@ def test_rgb_images_reach_a_three_channel_vit(tmp_path):
     assert main([*argv, "--set", "knn_k=3", "device=cpu"]) == 0
     results = json.loads((vit / "probe_results.json").read_text())
     assert results["data"]["test_examples"] == 8 and results["rows"][0]["accuracy"]["knn"] == 1.0
+
+
+def test_a_t_jepa_folder_is_probed_with_its_own_tokenizer(tmp_path):
+    settings = ["preset=tiny", "max_steps=2", "per_device_batch_size=8", "diagnostics_sentences=16", "plot=false"]
+    settings += ["mixed_precision=no", "warmup_steps=0", "disable_progress_bar=true"]
+    assert main(["train", "t-jepa", "--set", *settings, "--output-dir", str(tmp_path)]) == 0
+    assert main(["probe", str(tmp_path), "--no-progress", "--set", *SMALL, "max_length=64"]) == 0
+    results = json.loads((tmp_path / "probe_results.json").read_text())
+    assert results["encoder"] == {"family": "t-jepa", "model_type": "t_jepa", "kind": "text"}
+    assert set(results["rows"][1]["accuracy"]) == {"linear", "knn", "attentive"}
+    card = ModelCard.load(tmp_path / "README.md")
+    assert any(r.metric_config == "hf-jepa-probe-attentive-untrained" for r in card.data.eval_results)
