@@ -186,7 +186,14 @@ def export_onnx(
         example = path.inputs(EXPORT_BATCH, 0)
         with torch.no_grad():
             outputs = path.reference(**example)
-        output_axes = {axis: axis_name for axes in path.dynamic.values() for axis, axis_name in axes.items()}
+            other = path.reference(**path.inputs(CHECK_BATCH, 0))
+        # An output axis is dynamic where its size changed with the inputs' dynamic axes; it takes the name of the
+        # first input's axis at the same index (batch; sequence for text, frames for EPM-JEPA).
+        first_axes = path.dynamic.get(next(iter(example)), {})
+        output_axes = [
+            {i: first_axes.get(i, f"dim_{i}") for i, (a, b) in enumerate(zip(x.shape, y.shape)) if a != b}
+            for x, y in zip(outputs, other)
+        ]
         record = {
             "format": "onnx",
             "path": name,
@@ -196,7 +203,9 @@ def export_onnx(
             "opset": opset_used,
             "dtype": "float32",
             "inputs": {key: _describe(value, path.dynamic.get(key, {})) for key, value in example.items()},
-            "outputs": {key: _describe(value, output_axes) for key, value in zip(path.output_names, outputs)},
+            "outputs": {
+                key: _describe(value, axes) for key, value, axes in zip(path.output_names, outputs, output_axes)
+            },
             "parity": {
                 "max_abs_diff": {str(batch): diff for batch, diff in diffs.items()},
                 "tolerance": tolerance,
