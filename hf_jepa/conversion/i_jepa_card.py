@@ -3,20 +3,17 @@ were freshly initialised, how to continue pre-training."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 from huggingface_hub import ModelCard, ModelCardData
-
-if TYPE_CHECKING:
-    from .i_jepa import ConversionResult
 
 __all__ = ["render_conversion_card"]
 
 CARD_TAGS = ["jepa", "i-jepa", "vision", "vit", "self-supervised", "image-feature-extraction", "hf-jepa", "converted"]
 
 
-def render_conversion_card(result: ConversionResult, hub_id: str | None = None) -> ModelCard:
-    """The card of `result`'s folder; `base_model` metadata when the source was the Hub repo `hub_id`."""
+def render_conversion_card(result: Any, hub_id: str | None = None) -> ModelCard:
+    """The card of the folder `result` (an `hf_jepa.conversion.i_jepa.ConversionResult`) describes; `base_model` metadata when the source was the Hub repo `hub_id`."""
     config, origin = result.config, result.config.converted_from
     backbone = config.backbone_config
     base = {"base_model": hub_id, "base_model_relation": "finetune"} if hub_id else {}
