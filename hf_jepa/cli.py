@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
 from .cli_convert import add_convert_commands
 from .cli_errors import CliError, OneLineParser, check_variants, load_model, report
+from .cli_export import add_export_commands
 from .cli_probe import add_probe_commands
 from .cli_settings import (
     TrainSetup,
@@ -53,7 +54,6 @@ from .cli_settings import (
     read_yaml,
     type_annotations,
 )
-from .cli_export import add_export_commands
 from .cli_spaces import add_space_commands
 from .version import __version__
 
