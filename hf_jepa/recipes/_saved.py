@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DATA_ARGS_FILE", "read_data_settings", "write_data_settings"]
+__all__ = ["DATA_ARGS_FILE", "read_data_settings", "read_json_mapping", "write_data_settings"]
 
 DATA_ARGS_FILE = "data_args.json"
 
@@ -26,12 +26,17 @@ def read_data_settings(folder: str | Path) -> dict[str, Any]:
     path = Path(folder, DATA_ARGS_FILE)
     if not path.is_file():
         return {}
+    return read_json_mapping(path, "mapping of data settings", "delete it or save again")
+
+
+def read_json_mapping(path: str | Path, what: str, fix: str) -> dict[str, Any]:
+    """The JSON object in the file `path`, as a dict. Raises `ValueError` naming the file when it cannot be read or
+    parsed ("not a readable JSON `what`", with the parser's reason) or holds something else than a mapping; both
+    messages end with `fix`, what the user can do (e.g. "save it again")."""
     try:
-        values = json.loads(path.read_text(encoding="utf-8"))
+        values = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
-        raise ValueError(
-            f"{path}: not readable JSON ({' '.join(str(error).split())}); delete it or save again"
-        ) from None
+        raise ValueError(f"{path}: not a readable JSON {what} ({' '.join(str(error).split())}); {fix}") from None
     if not isinstance(values, dict):
-        raise ValueError(f"{path}: expected a mapping of data settings, got a {type(values).__name__}")
+        raise ValueError(f"{path}: not a JSON mapping (got a {type(values).__name__}); {fix}")
     return values
