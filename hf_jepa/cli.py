@@ -125,19 +125,16 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def _saved_config(folder: str) -> dict[str, Any]:
     """The config.json of the model saved in `folder`, read as JSON (nothing is loaded yet)."""
+    from .recipes._saved import read_json_mapping
+
     config = Path(folder, "config.json")
     if not config.is_file():
         what = "is not a saved model folder (no config.json)" if Path(folder).is_dir() else "does not exist"
         raise CliError(f"{folder!r} {what}; give a saved model folder (the --output-dir of hf-jepa train)")
     try:
-        values = json.loads(config.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise CliError(
-            f"{config}: not a readable JSON config ({' '.join(str(error).split())}); save it again"
-        ) from error
-    if not isinstance(values, dict):
-        raise CliError(f"{config}: not a JSON mapping (got a {type(values).__name__}); save it again")
-    return values
+        return read_json_mapping(config, "config", "save it again")
+    except ValueError as error:
+        raise CliError(str(error)) from error
 
 
 def _saved_family(folder: str) -> Family:
