@@ -12,9 +12,9 @@ from .common import (
     CardInputs,
     _config_rows,
     _data_is_mnist,
+    _data_rows,
     _digit_sources,
     _eval_results,
-    _format_value,
     _is_number,
     _percent,
     _render,
@@ -148,15 +148,7 @@ def _render_bro_jepa(card: CardInputs) -> ModelCard:
     )
 
     training_rows = _training_rows(training, metrics)
-    data_rows = []
-    for key, value in data.items():
-        if key == "plot":
-            continue
-        if key == "data" and value is None:
-            value = f"default ($HF_JEPA_MNIST, else Hub {MNIST_HUB_ID}, else embedded digits)"
-        elif key in ("prototype_images", "eval_images") and value == 0:
-            value = "0 (all)"
-        data_rows.append((key, _format_value(value)))
+    data_rows = _data_rows(data, digits=True, zero_means_all=("prototype_images", "eval_images"))
 
     direct = _per_operation(metrics, "accuracy_per_operation")
     rolled = _per_operation(metrics, "rollout_accuracy_per_operation")

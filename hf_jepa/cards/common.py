@@ -366,6 +366,22 @@ def _training_rows(training: Mapping, metrics: Mapping) -> list[tuple[str, str]]
     return rows
 
 
+def _data_rows(data: Mapping, digits: bool = False, zero_means_all: Iterable[str] = ()) -> list[tuple[str, str]]:
+    """The data settings as card rows, every key except `plot`. With `digits` (a digit-image recipe) `data=None`
+    reads as the default digit source; a key in `zero_means_all` shows 0 as "0 (all)" (a count where 0 takes all)."""
+    zero_means_all = set(zero_means_all)
+    rows = []
+    for key, value in data.items():
+        if key == "plot":
+            continue
+        if digits and key == "data" and value is None:
+            value = f"default ($HF_JEPA_MNIST, else Hub {MNIST_HUB_ID}, else embedded digits)"
+        elif key in zero_means_all and value == 0:
+            value = "0 (all)"
+        rows.append((key, _format_value(value)))
+    return rows
+
+
 def _settings_rows(training: Mapping, data: Mapping, metrics: Mapping) -> tuple[list, list]:
     """(training rows, data rows): the training settings as in `_training_rows` (the effective batch size only when
     `per_device_batch_size` is set), and every data setting except `plot`."""
@@ -373,8 +389,7 @@ def _settings_rows(training: Mapping, data: Mapping, metrics: Mapping) -> tuple[
     if training.get("per_device_batch_size") and metrics.get("num_processes") is not None:
         effective = training["per_device_batch_size"] * (training.get("gradient_accumulation_steps") or 1)
         training_rows.append(("effective batch size", str(effective * int(metrics["num_processes"]))))
-    data_rows = [(k, _format_value(v)) for k, v in data.items() if k != "plot"]
-    return training_rows, data_rows
+    return training_rows, _data_rows(data)
 
 
 def _reproduction_summary(reproduction: Any) -> Mapping[str, Any] | None:

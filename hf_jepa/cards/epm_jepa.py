@@ -8,16 +8,15 @@ from typing import Any
 
 from huggingface_hub import EvalResult, ModelCard
 
-from ..data.sources import MNIST_HUB_ID
 from ..paper_figures import EPM_JEPA_SIGMA_EMBED_SAFETY_THRESHOLD
 from .common import (
     GENERATED_DATA_NOTE,
     CardInputs,
     _config_rows,
     _data_is_mnist,
+    _data_rows,
     _digit_sources,
     _eval_results,
-    _format_value,
     _is_number,
     _number,
     _percent,
@@ -163,13 +162,7 @@ def _render_epm_jepa(card: CardInputs) -> ModelCard:
     )
 
     training_rows = _training_rows(training, metrics)
-    data_rows = []
-    for key, value in data.items():
-        if key == "plot":
-            continue
-        if key == "data" and value is None:
-            value = f"default ($HF_JEPA_MNIST, else Hub {MNIST_HUB_ID}, else embedded digits)"
-        data_rows.append((key, _format_value(value)))
+    data_rows = _data_rows(data, digits=True)
 
     if stage == "adapt":
         steps = metrics.get("train_steps", training.get("max_steps"))
