@@ -9,7 +9,7 @@ import gradio as gr
 import numpy as np
 import torch
 
-from .layout import ServedModel, UserInputError, family_page, guarded, load_image
+from .layout import ServedModel, UserInputError, family_page, figure_png, guarded, load_image
 
 __all__ = ["build", "digit_from_drawing", "predict"]
 
@@ -115,10 +115,7 @@ def circle_plot(model, path: np.ndarray, operation: int):
     kind = "rotation planes" if rotation else "latent coordinate pairs (additive predictor: no rotation)"
     figure.suptitle(f"latent path for k = {operation:+d}, {abs(operation)} unit steps, on {kind}", fontsize=9)
     figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=110)
-    plt.close(figure)
-    return buffer.getvalue()
+    return figure_png(figure, dpi=110)
 
 
 def _result_table(prediction: dict, operation: int) -> str:

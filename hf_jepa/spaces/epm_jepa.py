@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from .epm_tracks import FAMILY, TrackModel, load_tracks
-from .layout import ServedModel, UserInputError, family_page, guarded
+from .layout import ServedModel, UserInputError, family_page, figure_png, guarded
 
 logger = logging.getLogger(__name__)
 
@@ -368,10 +368,7 @@ def _plot(tracks: list[TrackModel], results: dict[str, dict], context_length: in
         if axis.lines:
             axis.legend(fontsize=7)
     figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=100)
-    plt.close(figure)
-    return Image.open(io.BytesIO(buffer.getvalue()))
+    return Image.open(io.BytesIO(figure_png(figure, dpi=100)))
 
 
 def _tracks_note(tracks: list[TrackModel]) -> str:

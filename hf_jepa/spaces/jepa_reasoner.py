@@ -23,7 +23,7 @@ from ..modeling.jepa_reasoner import (
     residual_noise,
 )
 from ..modeling.jepa_reasoner.modeling_jepa_reasoner_blocks import check_noise_std
-from .layout import ServedModel, UserInputError, family_page, guarded
+from .layout import ServedModel, UserInputError, family_page, figure_png, guarded
 
 __all__ = [
     "build",
@@ -215,10 +215,7 @@ def pca_plot(chain: torch.Tensor, vocabulary: torch.Tensor, tokens: list[str], n
         axis.set_title(title, fontsize=9, loc="right")
     axis.legend(fontsize=8, loc="best")
     figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=110)
-    plt.close(figure)
-    return buffer.getvalue()
+    return figure_png(figure, dpi=110)
 
 
 # ------------------------------------------------------------------------------------------------------------ page

@@ -10,6 +10,7 @@ TypeError, which name the argument) for bad input; `guarded` turns it into a mes
 from __future__ import annotations
 
 import functools
+import io
 import logging
 import threading
 from collections.abc import Callable
@@ -21,7 +22,16 @@ from .models import resolve_model
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["MAX_IMAGE_PIXELS", "ServedModel", "UserInputError", "family_page", "guarded", "load_image", "theme"]
+__all__ = [
+    "MAX_IMAGE_PIXELS",
+    "ServedModel",
+    "UserInputError",
+    "family_page",
+    "figure_png",
+    "guarded",
+    "load_image",
+    "theme",
+]
 
 # Larger uploads are refused with a message (a photo from a phone is ~12 Mpx; nothing here needs more than 1 Mpx).
 MAX_IMAGE_PIXELS = 4096 * 4096
@@ -31,6 +41,17 @@ MAX_FILE_SIZE = "20mb"
 
 class UserInputError(ValueError):
     """Bad input from the page: the message is shown to the user as is."""
+
+
+def figure_png(figure, dpi: int) -> bytes:
+    """The PNG bytes of the matplotlib `figure` at `dpi`. The figure is closed: a page draws one per request, and
+    pyplot keeps every open figure alive."""
+    from ..metrics.figures import pyplot
+
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=dpi)
+    pyplot().close(figure)
+    return buffer.getvalue()
 
 
 def theme() -> gr.themes.Base:

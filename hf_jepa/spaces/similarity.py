@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from ..metrics.collapse import CollapseWatchdog, cosine_similarity_stats, effective_rank, embedding_std
-from .layout import UserInputError
+from .layout import UserInputError, figure_png
 
 __all__ = [
     "MAX_ITEMS",
@@ -209,10 +209,7 @@ def heatmap_png(cosines: np.ndarray, title: str) -> bytes:
     axis.set_ylabel("# (as in the table)", fontsize=8)
     figure.colorbar(image, ax=axis, fraction=0.046, pad=0.04, label="cosine similarity")
     figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=100)
-    plt.close(figure)
-    return buffer.getvalue()
+    return figure_png(figure, dpi=100)
 
 
 def heatmap_title(count: int, what: str) -> str:
