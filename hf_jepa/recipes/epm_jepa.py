@@ -347,19 +347,25 @@ class EpmJepaRecipe(Recipe):
         card.save(str(Path(output_dir) / "README.md"))
 
 
+def _eval_world(splits: MnistSplits, data_args: EpmJepaDataArguments, image_size: int, **gravity) -> MovingMnist:
+    """The evaluation world: Moving MNIST on the test digits with the fixed `EVAL_SEED`, so every evaluation set is
+    drawn from the same digits and initial states; `gravity` (`gravity=...`) overrides the world's default."""
+    return MovingMnist(
+        images=splits.test_images,
+        labels=splits.test_labels,
+        sequence_length=data_args.eval_sequence_length,
+        num_digits=data_args.num_digits,
+        canvas_size=image_size,
+        seed=EVAL_SEED,
+        **gravity,
+    )
+
+
 def build_eval_pixels(splits: MnistSplits, data_args: EpmJepaDataArguments, image_size: int) -> dict[str, torch.Tensor]:
     """The fixed evaluation sets: sequences of MNIST test digits with the shifted and the training gravity."""
     sets = {}
     for name, gravity in (("shift", data_args.shift_gravity), ("train", data_args.train_gravity)):
-        world = MovingMnist(
-            images=splits.test_images,
-            labels=splits.test_labels,
-            sequence_length=data_args.eval_sequence_length,
-            num_digits=data_args.num_digits,
-            gravity=gravity,
-            canvas_size=image_size,
-            seed=EVAL_SEED,
-        )
+        world = _eval_world(splits, data_args, image_size, gravity=gravity)
         sets[name] = world.sample_batch(data_args.eval_sequences)["pixel_values"]
     return sets
 
@@ -375,14 +381,7 @@ def build_episodic_eval(
     the gravities, at least 2) and `support` sequences (`support_size`, default `episode_support`). Every gravity uses
     the same digits and initial states (the generator's counterfactual pairs), so swapping buffers between gravities
     changes only the dynamics the buffer saw."""
-    world = MovingMnist(
-        images=splits.test_images,
-        labels=splits.test_labels,
-        sequence_length=data_args.eval_sequence_length,
-        num_digits=data_args.num_digits,
-        canvas_size=image_size,
-        seed=EVAL_SEED,
-    )
+    world = _eval_world(splits, data_args, image_size)
     episodes = GravityEpisodes(world, gravities, support_size or data_args.episode_support)
     queries = max(2, data_args.eval_sequences // len(gravities))
     return {
