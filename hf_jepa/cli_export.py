@@ -53,8 +53,36 @@ def cmd_export_onnx(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_export_sentence_transformers(args: argparse.Namespace) -> int:
+def _sentence_transformers_arguments(args: argparse.Namespace) -> str:
+    """Check DIR (a T-JEPA folder with its tokenizer) and OUT (new, empty, or --force) before anything loads, so each
+    mistake is named by its argument; returns DIR."""
+    import json
+
     folder = _model_folder(args.model_dir)
+    try:
+        model_type = json.loads((Path(folder) / "config.json").read_text()).get("model_type")
+    except (OSError, ValueError, AttributeError) as error:
+        raise CliError(f"DIR {folder!r}: config.json is not a readable JSON mapping ({error})") from error
+    if model_type != "t_jepa":
+        raise CliError(
+            f"DIR {folder!r}: the sentence-transformers export is for T-JEPA text models (model_type 't_jepa'), "
+            f"this folder's model_type is {model_type!r}"
+        )
+    if not any((Path(folder) / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt")):
+        raise CliError(
+            f"DIR {folder!r}: no tokenizer saved beside the model; save it there with tokenizer.save_pretrained(DIR)"
+        )
+    out = Path(args.output)
+    if out.exists() and not out.is_dir():
+        raise CliError(f"OUT {args.output!r}: is a file; give a folder to write")
+    if out.is_dir() and any(out.iterdir()) and not args.force:
+        raise CliError(f"OUT {args.output!r}: the folder is not empty; choose another folder or pass --force")
+    return folder
+
+
+def cmd_export_sentence_transformers(args: argparse.Namespace) -> int:
+    """Write DIR's T-JEPA encoder as a sentence-transformers folder OUT; prints the folder written."""
+    folder = _sentence_transformers_arguments(args)
     import hf_jepa  # noqa: F401
 
     from .export.sentence_transformers import export_sentence_transformers

@@ -65,7 +65,7 @@ def export_sentence_transformers(
                 tokenizer = AutoTokenizer.from_pretrained(source)
             except (OSError, ValueError) as error:
                 raise ValueError(
-                    f"{source}: no tokenizer saved beside the model ({type(error).__name__}); save it there with "
+                    f"model {source!r}: no tokenizer saved beside the model ({type(error).__name__}); save it there with "
                     "tokenizer.save_pretrained(folder), or pass tokenizer="
                 ) from error
     model_type = getattr(getattr(model, "config", None), "model_type", None)
