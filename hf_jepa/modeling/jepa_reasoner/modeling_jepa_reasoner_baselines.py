@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 from transformers import GenerationMixin
-from transformers.cache_utils import Cache, DynamicCache
+from transformers.cache_utils import Cache
 from transformers.utils import ModelOutput
 
 from .configuration_jepa_reasoner import CoconutConfig, CoupledTransformerConfig
@@ -24,7 +24,6 @@ from .modeling_jepa_reasoner_blocks import (
     check_mask,
     check_noise_std,
     check_token_ids,
-    decoder_inputs_from_answers,
     keep_last,
     run_blocks,
 )
@@ -105,21 +104,11 @@ class CoupledTransformerLM(_DecoderLMBase, GenerationMixin):
         """
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         cache = cache if cache is not None else past_key_values
-        check_token_ids(input_ids, "input_ids", self.config.vocab_size)
-        use_cache = use_cache if use_cache is not None else cache is not None
-        if use_cache and cache is None:
-            cache = DynamicCache(config=self.config)
-        past = cache.get_seq_length() if cache is not None else 0
+        input_ids, attention_mask, labels, cache, use_cache, past = self._decoder_call_inputs(
+            input_ids, attention_mask, labels, cache, use_cache
+        )
         batch, length = input_ids.shape
-        if attention_mask is None:
-            key_mask = torch.ones(batch, past + length, dtype=torch.long, device=input_ids.device)
-        else:
-            key_mask = attention_mask.long()
-            if key_mask.shape != (batch, past + length):
-                raise ValueError(
-                    f"attention_mask must have shape {(batch, past + length)} (cached + new tokens), "
-                    f"got {tuple(key_mask.shape)}"
-                )
+        key_mask = self._token_mask(attention_mask, batch, past + length, input_ids.device, "cached + new tokens")
         hidden = self._decode(self.embed_tokens(input_ids), key_mask, cache)
         loss = None
         if labels is not None:
@@ -250,28 +239,13 @@ class CoconutLM(_DecoderLMBase, GenerationMixin):
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         config = self.config
         cache = cache if cache is not None else past_key_values
-        if answer_ids is not None:  # a data-layer batch: its coupled-LM input_ids/attention_mask/labels do not apply
-            built = decoder_inputs_from_answers(answer_ids, answer_mask, config.bos_token_id, config.pad_token_id)
-            input_ids, attention_mask, labels = built["input_ids"], built["attention_mask"], built["labels"]
-        elif input_ids is None:
-            raise ValueError("CoconutLM needs input_ids ([BOS, answer...]) or answer_ids")
-        check_token_ids(input_ids, "input_ids", config.vocab_size)
+        input_ids, attention_mask, labels, cache, use_cache, past = self._decoder_call_inputs(
+            input_ids, attention_mask, labels, cache, use_cache, answer_ids, answer_mask, needs="([BOS, answer...])"
+        )
         batch, length = input_ids.shape
         _, prefix_mask = self._prefix_mask(prompt_ids, prompt_mask, batch)
-        use_cache = use_cache if use_cache is not None else cache is not None
-        if use_cache and cache is None:
-            cache = DynamicCache(config=config)
-        past = cache.get_seq_length() if cache is not None else 0
         num_tokens = past + length - prefix_mask.shape[1] if past else length
-        if attention_mask is None:
-            token_mask = torch.ones(batch, num_tokens, dtype=torch.long, device=input_ids.device)
-        else:
-            token_mask = attention_mask.long()
-            if token_mask.shape != (batch, num_tokens):
-                raise ValueError(
-                    f"attention_mask must have shape {(batch, num_tokens)} (every decoder token so far), "
-                    f"got {tuple(token_mask.shape)}"
-                )
+        token_mask = self._token_mask(attention_mask, batch, num_tokens, input_ids.device, "every decoder token so far")
         key_mask = torch.cat([prefix_mask, token_mask.to(prefix_mask.device)], 1)
         token_embeds = self.embed_tokens(input_ids)
         thoughts = None

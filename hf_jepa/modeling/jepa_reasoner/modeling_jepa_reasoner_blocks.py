@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers.cache_utils import Cache
+from transformers.cache_utils import Cache, DynamicCache
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.utils import ModelOutput
@@ -473,6 +473,43 @@ class JepaDecoderLMMixin:
         self.layers = nn.ModuleList(JepaBlock(config) for _ in range(config.num_hidden_layers))
         self.norm = JepaRMSNorm(config.hidden_size, config.rms_norm_eps)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+
+    def _decoder_call_inputs(
+        self, input_ids, attention_mask, labels, cache, use_cache, answer_ids=None, answer_mask=None, needs=None
+    ):
+        """The start every decoder forward shares. With `answer_ids` (a data-layer batch) the decoder's `input_ids`,
+        `attention_mask` and `labels` are built from the answers ([`decoder_inputs_from_answers`]); else a missing
+        `input_ids` raises `ValueError` saying what it `needs` to hold (`needs=None`: the model takes no answers and
+        the id check below names it). The ids are checked against the vocabulary, and a `DynamicCache` is opened
+        when `use_cache` (default: whether a cache was given) asks for one.
+
+        Returns `(input_ids, attention_mask, labels, cache, use_cache, past)`, `past` the number of cached
+        positions (0 without a cache)."""
+        config = self.config
+        if answer_ids is not None:  # a data-layer batch: its coupled-LM input_ids/attention_mask/labels do not apply
+            built = decoder_inputs_from_answers(answer_ids, answer_mask, config.bos_token_id, config.pad_token_id)
+            input_ids, attention_mask, labels = built["input_ids"], built["attention_mask"], built["labels"]
+        elif input_ids is None and needs is not None:
+            raise ValueError(f"{type(self).__name__} needs input_ids {needs} or answer_ids")
+        check_token_ids(input_ids, "input_ids", config.vocab_size)
+        use_cache = use_cache if use_cache is not None else cache is not None
+        if use_cache and cache is None:
+            cache = DynamicCache(config=config)
+        past = cache.get_seq_length() if cache is not None else 0
+        return input_ids, attention_mask, labels, cache, use_cache, past
+
+    @staticmethod
+    def _token_mask(attention_mask, batch: int, num_tokens: int, device, covers: str) -> torch.Tensor:
+        """The decoder tokens' key mask, `(batch, num_tokens)` long: all ones without `attention_mask`, else the mask
+        when it has that shape, else `ValueError` saying what it must cover (`covers`, e.g. "cached + new tokens")."""
+        if attention_mask is None:
+            return torch.ones(batch, num_tokens, dtype=torch.long, device=device)
+        token_mask = attention_mask.long()
+        if token_mask.shape != (batch, num_tokens):
+            raise ValueError(
+                f"attention_mask must have shape {(batch, num_tokens)} ({covers}), got {tuple(token_mask.shape)}"
+            )
+        return token_mask
 
     def get_input_embeddings(self):
         return self.embed_tokens

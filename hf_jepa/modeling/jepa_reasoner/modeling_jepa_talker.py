@@ -14,7 +14,7 @@ import copy
 import torch
 from torch import nn
 from transformers import GenerationMixin
-from transformers.cache_utils import Cache, DynamicCache
+from transformers.cache_utils import Cache
 
 from .configuration_jepa_reasoner import (
     DualTalkerConfig,
@@ -33,7 +33,6 @@ from .modeling_jepa_reasoner_blocks import (
     check_finite_latents,
     check_mask,
     check_token_ids,
-    decoder_inputs_from_answers,
     keep_last,
     run_blocks,
 )
@@ -130,17 +129,10 @@ class _TalkerBase(JepaDecoderLMMixin, JepaTalkerPreTrainedModel):
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         config = self.config
         cache = cache if cache is not None else past_key_values
-        if answer_ids is not None:  # a data-layer batch: its coupled-LM input_ids/attention_mask/labels do not apply
-            built = decoder_inputs_from_answers(answer_ids, answer_mask, config.bos_token_id, config.pad_token_id)
-            input_ids, attention_mask, labels = built["input_ids"], built["attention_mask"], built["labels"]
-        elif input_ids is None:
-            raise ValueError(f"{type(self).__name__} needs input_ids (decoder tokens) or answer_ids")
-        check_token_ids(input_ids, "input_ids", config.vocab_size)
+        input_ids, attention_mask, labels, cache, use_cache, past = self._decoder_call_inputs(
+            input_ids, attention_mask, labels, cache, use_cache, answer_ids, answer_mask, needs="(decoder tokens)"
+        )
         batch = input_ids.shape[0]
-        use_cache = use_cache if use_cache is not None else cache is not None
-        if use_cache and cache is None:
-            cache = DynamicCache(config=config)
-        past = cache.get_seq_length() if cache is not None else 0
         prefix, prefix_mask = self._prefix(batch, latents, latent_mask, prompt_ids, prompt_mask, compute=past == 0)
         hidden = self.embed_tokens(input_ids)
         num_prefix = 0
@@ -156,15 +148,7 @@ class _TalkerBase(JepaDecoderLMMixin, JepaTalkerPreTrainedModel):
         num_tokens = total - prefix_mask.shape[1]
         if num_tokens < input_ids.shape[1]:
             raise ValueError(f"the cache holds {past} positions, fewer than the prefix ({prefix_mask.shape[1]})")
-        if attention_mask is None:
-            token_mask = torch.ones(batch, num_tokens, dtype=torch.long, device=input_ids.device)
-        else:
-            token_mask = attention_mask.long()
-            if token_mask.shape != (batch, num_tokens):
-                raise ValueError(
-                    f"attention_mask must have shape {(batch, num_tokens)} (every decoder token so far), got "
-                    f"{tuple(token_mask.shape)}"
-                )
+        token_mask = self._token_mask(attention_mask, batch, num_tokens, input_ids.device, "every decoder token so far")
         key_mask = torch.cat([prefix_mask.to(token_mask.device), token_mask], 1)
         hidden = run_blocks(self.layers, hidden, key_mask, causal=True, cache=cache)
         hidden = self.norm(hidden[:, num_prefix:])
