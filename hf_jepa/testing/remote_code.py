@@ -118,8 +118,18 @@ for name, item in plan.items():
     out["pipelines"] = {{}}
     for task, spec in item["pipelines"].items():
         pipe = pipeline(model=spec["folder"], trust_remote_code=True)
-        outputs = [plain(pipe(*args, **kwargs)) for args, kwargs in spec["calls"]]
-        out["pipelines"][task] = {{"task": pipe.task, "classes": [where(pipe), where(pipe.model)], "outputs": outputs}}
+        outputs, buffers = [], []
+        for args, kwargs in spec["calls"]:
+            outputs.append(plain(pipe(*args, **kwargs)))
+            buffers.append({{k: v.clone() for k, v in pipe.model.named_buffers()}})
+        processor = getattr(pipe, "image_processor", None)
+        out["pipelines"][task] = {{
+            "task": pipe.task,
+            "classes": [where(pipe), where(pipe.model)],
+            "image_processor": None if processor is None else where(processor),
+            "outputs": outputs,
+            "buffers": buffers,
+        }}
     results[name] = out
 with open({result!r}, "wb") as handle:
     pickle.dump(results, handle)
@@ -138,7 +148,8 @@ def run_remote_plan(
     {"folder": a folder written by `pipe.save_pretrained`, "calls": [(args, kwargs), ...]}}). A result: `config`,
     `sub_configs`, `classes` ({auto name: (module, class name)}), `state_dict`, `targets` / `targets_after_train`
     (the EMA targets frozen / in eval mode), `calls`, `processor` / `processed` and `pipelines` ({task: task, classes,
-    outputs})."""
+    image_processor (the pipeline's `(module, class name)`, None without one), outputs, buffers (the pipeline
+    model's named buffers after each call, e.g. run-time state a call writes)})."""
     cwd = Path(cwd)
     plan_path, result_path = cwd / "remote-plan.pkl", cwd / "remote-result.pkl"
     with open(plan_path, "wb") as handle:

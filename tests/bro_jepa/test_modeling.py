@@ -446,3 +446,14 @@ class TestBroJepaFamily(FamilyTester):
         good = self.inputs("jepa")["pixel_values"][:2]
         assert model(good, -1).predicted_latent.shape == (2, 16)
         assert torch.allclose(model.predict(torch.ones(2, 16), [1, 1]), model.predict(torch.ones(2, 16), 1))
+
+    def test_remote_pipeline_uses_the_folders_image_processor(self, remote_variant, remote_results):
+        """Without hf_jepa (the class's remote-code subprocess), the pipeline of a folder that saved its image
+        processor preprocesses with the folder's own `BroJepaImageProcessor` (remote code); without a saved one,
+        transformers builds its generic image processor (the `jepa_bare` variant)."""
+        module, class_name = remote_results[remote_variant]["pipelines"]["modular-arithmetic"]["image_processor"]
+        if self.variant(remote_variant).companions:
+            assert module.startswith("transformers_modules.") and module.endswith(".image_processing_bro_jepa")
+            assert class_name == "BroJepaImageProcessor"
+        else:
+            assert (module.split(".")[0], class_name) == ("transformers", "PilBackend")

@@ -425,3 +425,13 @@ class TestEpmJepaFamily(FamilyTester):
         loaded = EpmJepaModel.from_pretrained(tmp_path)
         if loaded.experience_buffer is not None:
             assert loaded.experience_buffer.occupancy == 0
+
+    @pytest.mark.parametrize("track", ["ei", "epm"])
+    def test_remote_pipeline_warm_experience_writes_every_transition(self, track, remote_results):
+        """Without hf_jepa (the class's remote-code subprocess), `warm_experience=True` on one 8-frame sequence
+        writes its 8 - K transitions (K = context_length) into the buffer; the plain calls before and after write
+        nothing (`pipeline_calls`: a list, the warm call, a plain call)."""
+        context_length = EpmJepaConfig.tiny(track=track).context_length
+        buffers = remote_results[track]["pipelines"]["latent-world-model"]["buffers"]
+        writes = [int(after["experience_buffer.num_writes"]) for after in buffers]
+        assert writes == [0, 8 - context_length, 8 - context_length]
