@@ -684,6 +684,27 @@ class TestJepaReasonerFamily(FamilyTester):
                 )
             ),
         ),
+        # the Dual pair too: a deeper reasoner, and a Dual-Talker context encoder of 2 layers instead of 1
+        (
+            "pair_dual",
+            dict(
+                config=JepaReasonerWithTalkerConfig.tiny(
+                    talker_type="dual",
+                    vocab_size=len(TREE.build_tokenizer()),
+                    reasoner_config=dict(num_hidden_layers=3),
+                )
+            ),
+        ),
+        (
+            "pair_dual",
+            dict(
+                config=JepaReasonerWithTalkerConfig.tiny(
+                    talker_type="dual",
+                    vocab_size=len(TREE.build_tokenizer()),
+                    talker_config=dict(num_context_layers=2),
+                )
+            ),
+        ),
     ]
     full_sizes = {
         "reasoner": {"trainable": REASONER_TRAINABLE},
