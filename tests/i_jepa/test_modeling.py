@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from transformers import AutoConfig, BertConfig
+from transformers import AutoConfig, AutoModel, BertConfig
 
 from hf_jepa import IJepaConfig, IJepaImageProcessor, IJepaModel, IJepaOutput
 from hf_jepa.modeling.i_jepa.modeling_i_jepa import gather_patches, sincos_2d_position_embeddings
@@ -467,3 +467,16 @@ class TestIJepaFamily(FamilyTester):
             named = re.match(r"\w+", match).group(0)
             cases.append(BadInput(named, match=match, inputs=arguments))
         return cases + [BadInput("pixel_values", method="embed", inputs=dict(pixel_values=torch.randn(2, 28, 28)))]
+
+    def test_auto_model_loads_the_saved_weights_bit_for_bit(self, family):
+        """`AutoModel.from_pretrained(folder)` (hf_jepa's registered class) gives back the saved model's state dict:
+        the same names in the same order, and every tensor (weights and persistent buffers, the EMA target off the
+        context encoder) with the same dtype, shape and bytes."""
+        auto = AutoModel.from_pretrained(family.folder("default"))
+        assert type(auto) is IJepaModel
+        original, loaded = family.model("default").state_dict(), auto.state_dict()
+        assert list(loaded) == list(original)
+        for name, tensor in original.items():
+            assert (loaded[name].dtype, loaded[name].shape) == (tensor.dtype, tensor.shape), name
+            bits = tensor.detach().reshape(-1).view(torch.uint8)
+            assert torch.equal(loaded[name].detach().reshape(-1).view(torch.uint8), bits), name

@@ -563,3 +563,17 @@ class TestTJepaFamily(FamilyTester):
         input_ids, attention_mask = make_batch()[:2]
         encoded = family.model("jepa")(input_ids=input_ids, attention_mask=attention_mask)
         assert encoded.last_hidden_state.shape[:2] == input_ids.shape
+
+    def test_a_jepa_folder_loaded_loosely_for_mlm_has_no_target_encoder(self, family):
+        """`strict=False` with `objective="mlm"` on a JEPA folder: an MLM model (no EMA target encoder, the folder's
+        one reported unexpected, not kept as a dead copy), the MLM head reported missing, and the shared context
+        encoder loaded from the folder."""
+        loose, info = TJepaModel.from_pretrained(
+            family.folder("jepa"), objective="mlm", strict=False, output_loading_info=True
+        )
+        assert loose.config.objective == "mlm"
+        assert loose.target_encoder is None and loose.ema_pairs() == []
+        assert any(key.startswith("mlm_head.") for key in info["missing_keys"])
+        assert any(key.startswith("target_encoder.") for key in info["unexpected_keys"])
+        saved = family.model("jepa").context_encoder.state_dict()
+        assert all(torch.equal(tensor, saved[key]) for key, tensor in loose.context_encoder.state_dict().items())
