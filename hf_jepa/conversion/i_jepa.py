@@ -225,16 +225,17 @@ def _sincos_distance(mapped: MappedWeights, grid: int) -> dict[str, float]:
     }
 
 
-def _source_parity(checkpoint: SourceCheckpoint, model: IJepaModel, image_size: int | None) -> float | None:
+def _source_parity(checkpoint: SourceCheckpoint, model: IJepaModel) -> float | None:
     """Max abs difference of the converted context encoder from transformers' own IJepaModel loaded from the source
-    folder, on one seeded random image (None when transformers cannot load it)."""
+    folder, on one seeded random image at the converted size (transformers interpolates its own table when that
+    differs from the source's), or None for a source that is not a local folder."""
     from transformers import IJepaModel as TransformersIJepaModel
 
     if not checkpoint.path.is_dir():
         return None
     reference = TransformersIJepaModel.from_pretrained(str(checkpoint.path), dtype=torch.float32).eval()
     config = model.config
-    side = image_size or config.image_size
+    side = config.image_size
     pixels = torch.randn(1, config.num_channels, side, side, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         expected = reference(pixels, interpolate_pos_encoding=side != reference.config.image_size).last_hidden_state
@@ -346,7 +347,7 @@ def convert_i_jepa(
     )
     result.training_state["position_table_max_abs_diff_from_sincos"] = sincos_diff
     if check and layout == "transformers":
-        result.source_max_abs_diff = _source_parity(checkpoint, model, None)
+        result.source_max_abs_diff = _source_parity(checkpoint, model)
         logger.info("Converted encoder vs transformers' IJepaModel: max abs diff %.3g", result.source_max_abs_diff)
     _save(model, result, checkpoint)
     return result
