@@ -8,9 +8,11 @@ default since torch 2.9; the TorchScript exporter (`dynamo=False`) is deprecated
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -107,6 +109,26 @@ def _describe(tensor: torch.Tensor, axes: dict[int, str]) -> dict:
     }
 
 
+@contextlib.contextmanager
+def _quiet_exporter():
+    """The dynamo exporter's known, harmless chatter silenced (its notes on skipping torchvision's ops, torch.export's
+    LeafSpec deprecation, the notes on merged axis names), so a user sees one line per file; all of it is shown when
+    this module logs at DEBUG. Any other warning still shows."""
+    if logger.isEnabledFor(logging.DEBUG):
+        yield
+        return
+    registration = logging.getLogger("torch.onnx._internal.exporter._registration")
+    previous = registration.level
+    registration.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r"# The axis name: .* will not be used", category=UserWarning)
+            warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)", category=FutureWarning)
+            yield
+    finally:
+        registration.setLevel(previous)
+
+
 def _export_one(path: OnnxPath, onnx_file: Path, opset: int | None) -> int:
     """Trace `path` at `EXPORT_BATCH` and write `onnx_file`; returns the file's opset."""
     import onnx
@@ -115,7 +137,7 @@ def _export_one(path: OnnxPath, onnx_file: Path, opset: int | None) -> int:
     dynamic_shapes = tuple(path.dynamic.get(name, {}) for name in inputs)
     weight_bytes = sum(p.numel() * p.element_size() for p in path.module.parameters())
     onnx_file.parent.mkdir(parents=True, exist_ok=True)
-    with torch.no_grad(), path.tracing():
+    with torch.no_grad(), path.tracing(), _quiet_exporter():
         torch.onnx.export(
             path.module.eval(),
             tuple(inputs.values()),
