@@ -9,7 +9,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DATA_ARGS_FILE", "read_data_settings", "read_json_mapping", "write_data_settings"]
+__all__ = [
+    "DATA_ARGS_FILE",
+    "read_data_settings",
+    "read_json_mapping",
+    "write_data_settings",
+    "write_settings_and_card",
+]
 
 DATA_ARGS_FILE = "data_args.json"
 
@@ -18,6 +24,19 @@ def write_data_settings(output_dir: str | Path, data_args: Any) -> None:
     """Write the fields of the data-arguments dataclass `data_args` to `<output_dir>/data_args.json`."""
     values = dataclasses.asdict(data_args) if dataclasses.is_dataclass(data_args) else dict(data_args or {})
     Path(output_dir, DATA_ARGS_FILE).write_text(json.dumps(values, indent=2, default=str) + "\n", encoding="utf-8")
+
+
+def write_settings_and_card(
+    output_dir: str | Path, data_args: Any, render_card, config, metrics: dict, args, **card_options: Any
+) -> Path:
+    """What every recipe's `save_artifacts` ends with: the data settings (`data_args.json`, from which `hf-jepa eval`
+    rebuilds the same data) and the model card `render_card(config, metrics, training_args=args, data_args=data_args,
+    **card_options)` saved as `README.md` in `output_dir`. Returns the card's path."""
+    write_data_settings(output_dir, data_args)
+    card = render_card(config, metrics, training_args=args, data_args=data_args, **card_options)
+    path = Path(output_dir) / "README.md"
+    card.save(str(path))
+    return path
 
 
 def read_data_settings(folder: str | Path) -> dict[str, Any]:

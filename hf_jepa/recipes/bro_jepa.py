@@ -21,7 +21,7 @@ from ..metrics import (
 from ..modeling.bro_jepa import BroJepaConfig, BroJepaImageProcessor, BroJepaModel
 from ..trainers import Recipe
 from ._checks import check_count, check_types
-from ._saved import write_data_settings
+from ._saved import write_settings_and_card
 from .family import Family
 
 logger = logging.getLogger(__name__)
@@ -140,9 +140,7 @@ class BroJepaRecipe(Recipe):
     def save_artifacts(self, model, output_dir: str, metrics: dict, args) -> None:
         # The image processor makes the directory usable by `pipeline("modular-arithmetic", model=dir)` with batching.
         BroJepaImageProcessor().save_pretrained(output_dir)
-        write_data_settings(output_dir, self.data_args)  # `hf-jepa eval` rebuilds the same data from it
-        card = render_card(model.config, metrics, training_args=args, data_args=self.data_args)
-        card.save(str(Path(output_dir) / "README.md"))
+        write_settings_and_card(output_dir, self.data_args, render_card, model.config, metrics, args)
 
 
 # The defaults of `hf-jepa train bro-jepa` and of every reproduction row (bf16 autocast trains ~1.7x faster on this

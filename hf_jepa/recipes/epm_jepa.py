@@ -61,7 +61,7 @@ from ..modeling.epm_jepa.configuration_epm_jepa import TRACK_NAMES
 from ..modeling.epm_jepa.modeling_epm_jepa import EXPERIENCE_ADAPTER_FIELDS
 from ..trainers import Recipe
 from ._checks import check_choice, check_count, check_model_folder, check_types
-from ._saved import write_data_settings
+from ._saved import write_settings_and_card
 from .family import Family
 
 logger = logging.getLogger(__name__)
@@ -340,11 +340,9 @@ class EpmJepaRecipe(Recipe):
                 handle.write(json.dumps(record) + "\n")
         # `pipeline("image-feature-extraction", model=dir)` encodes single frames with it.
         EpmJepaImageProcessor.from_model_config(model.config).save_pretrained(output_dir)
-        write_data_settings(output_dir, self.data_args)  # `hf-jepa eval` rebuilds the same evaluation sets from it
-        card = render_card(
-            model.config, metrics, training_args=args, data_args=self.data_args, base_model=self.data_args.init_from
+        write_settings_and_card(
+            output_dir, self.data_args, render_card, model.config, metrics, args, base_model=self.data_args.init_from
         )
-        card.save(str(Path(output_dir) / "README.md"))
 
 
 def _eval_world(splits: MnistSplits, data_args: EpmJepaDataArguments, image_size: int, **gravity) -> MovingMnist:

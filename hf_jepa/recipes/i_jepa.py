@@ -22,7 +22,7 @@ from ..progress import progress
 from ..trainers import seeded_generator
 from ._checks import check_count, check_model_folder, check_types
 from ._collapse import CollapseDiagnosedRecipe
-from ._saved import write_data_settings
+from ._saved import write_settings_and_card
 from .family import Family
 
 logger = logging.getLogger(__name__)
@@ -257,11 +257,9 @@ class IJepaRecipe(CollapseDiagnosedRecipe):
         self.write_records(output_dir)
         # `pipeline("image-feature-extraction", model=dir)` needs it (and the statistics the model was trained with).
         IJepaImageProcessor.from_model_config(model.config).save_pretrained(output_dir)
-        write_data_settings(output_dir, self.data_args)  # `hf-jepa eval` rebuilds the same data from it
-        card = render_card(
-            model.config, metrics, training_args=args, data_args=self.data_args, base_model=self.data_args.init_from
+        write_settings_and_card(
+            output_dir, self.data_args, render_card, model.config, metrics, args, base_model=self.data_args.init_from
         )
-        card.save(str(Path(output_dir) / "README.md"))
 
 
 # The defaults of `hf-jepa train i-jepa` (the reproduction's image run takes them with its own step count).

@@ -44,7 +44,7 @@ from ..progress import progress
 from ..trainers import Recipe, seeded_generator
 from ..trainers.custom_pipelines import write_custom_pipelines
 from ._checks import check_choice, check_count, check_model_folder, check_types
-from ._saved import write_data_settings
+from ._saved import write_settings_and_card
 from .family import Family
 
 logger = logging.getLogger(__name__)
@@ -215,16 +215,21 @@ class ReasoningRecipe(Recipe):
         if model.can_generate():  # greedy decoding of one answer and its EOS, as the evaluation decodes
             model.generation_config = self.decoding_defaults()
             model.generation_config.save_pretrained(output_dir)
-        write_data_settings(output_dir, self.data_args)  # `hf-jepa eval` rebuilds the same task from it
-        card = render_card(
-            model.config,
+        self._write_settings_and_card(output_dir, model.config, metrics, args)
+
+    def _write_settings_and_card(self, folder, config, metrics: dict, args) -> None:
+        """`data_args.json` and the card of `config` in `folder` (the card's example: the first evaluation prompt)."""
+        example_prompt = self.data.eval_examples[0].prompt
+        write_settings_and_card(
+            folder,
+            self.data_args,
+            render_card,
+            config,
             metrics,
-            training_args=args,
-            data_args=self.data_args,
-            example_prompt=self.data.eval_examples[0].prompt,
+            args,
+            example_prompt=example_prompt,
             base_model=self.data_args.reasoner,
         )
-        card.save(str(Path(output_dir) / "README.md"))
 
 
 def _vocabulary_size(config) -> int | None:
@@ -431,16 +436,7 @@ class TalkerRecipe(ReasoningRecipe):
         self.data.tokenizer.model_max_length = pair.config.reasoner_config.max_position_embeddings
         self.data.tokenizer.save_pretrained(pair_dir)
         write_custom_pipelines(pair_dir)  # latent-reasoning, loadable without hf_jepa
-        write_data_settings(pair_dir, self.data_args)
-        card = render_card(
-            pair.config,
-            metrics,
-            training_args=args,
-            data_args=self.data_args,
-            example_prompt=self.data.eval_examples[0].prompt,
-            base_model=self.data_args.reasoner,
-        )
-        card.save(str(pair_dir / "README.md"))
+        self._write_settings_and_card(pair_dir, pair.config, metrics, args)
 
 
 class CoupledRecipe(ReasoningRecipe):

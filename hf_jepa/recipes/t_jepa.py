@@ -34,7 +34,7 @@ from ..modeling.t_jepa import TJepaConfig, TJepaModel
 from ..trainers import seeded_generator
 from ._checks import check_choice, check_count, check_types
 from ._collapse import CollapseDiagnosedRecipe
-from ._saved import write_data_settings
+from ._saved import write_settings_and_card
 from .family import Family
 
 logger = logging.getLogger(__name__)
@@ -298,11 +298,9 @@ class TJepaRecipe(CollapseDiagnosedRecipe):
         self.tokenizer.model_max_length = model.config.backbone_config.max_position_embeddings
         self.tokenizer.save_pretrained(output_dir)
         self.write_records(output_dir)
-        write_data_settings(output_dir, self.data_args)  # `hf-jepa eval` rebuilds the same corpus from it
-        card = render_card(
-            model.config, metrics, training_args=args, data_args=self.data_args, base_model=self.data_args.backbone
+        write_settings_and_card(
+            output_dir, self.data_args, render_card, model.config, metrics, args, base_model=self.data_args.backbone
         )
-        card.save(str(Path(output_dir) / "README.md"))
 
 
 # The defaults of `hf-jepa train t-jepa` and of the reproduction's text runs.
