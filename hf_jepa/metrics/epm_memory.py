@@ -76,23 +76,29 @@ def buffer_swap_ablation(model, episodes: dict[float, dict[str, torch.Tensor]]) 
     return results
 
 
+def support_counts(episodes: dict[float, dict[str, torch.Tensor]], counts, name: str) -> list[int]:
+    """The support sizes of an adaptation curve, sorted and deduplicated, when each is >= 0 and every gravity's
+    episode holds at least the largest; else `ValueError` naming `name` (the caller's argument, e.g. "ks")."""
+    counts = sorted(set(int(n) for n in counts))
+    if counts and counts[0] < 0:
+        raise ValueError(f"{name} must be >= 0, got {counts}")
+    for gravity, episode in episodes.items():
+        if counts and episode["support"].shape[0] < counts[-1]:
+            raise ValueError(
+                f"gravity {gravity}: {episode['support'].shape[0]} support sequences, but {name} go up to {counts[-1]}"
+            )
+    return counts
+
+
 def adaptation_curve(model, episodes: dict[float, dict[str, torch.Tensor]], ks) -> dict[float, dict[int, float]]:
     """Adaptation without gradient steps: per gravity, D on its query sequences after filling the (emptied) buffer
     from its first `k` support sequences, for each `k` in `ks` (k = 0: empty buffer). The support must hold at least
     `max(ks)` sequences."""
-    ks = sorted(set(int(k) for k in ks))
-    if ks and ks[0] < 0:
-        raise ValueError(f"ks must be >= 0, got {ks}")
-    curves = {}
-    for gravity, episode in episodes.items():
-        if ks and episode["support"].shape[0] < ks[-1]:
-            raise ValueError(
-                f"gravity {gravity}: {episode['support'].shape[0]} support sequences, but k goes up to {ks[-1]}"
-            )
-        curves[gravity] = {
-            k: episodic_error(model, episode["query"], episode["support"][:k])["normalized_error"] for k in ks
-        }
-    return curves
+    ks = support_counts(episodes, ks, "ks")
+    return {
+        gravity: {k: episodic_error(model, episode["query"], episode["support"][:k])["normalized_error"] for k in ks}
+        for gravity, episode in episodes.items()
+    }
 
 
 @torch.no_grad()
@@ -203,5 +209,6 @@ __all__ = [
     "mean_episodic_error",
     "memory_path_diagnostics",
     "settling_bump",
+    "support_counts",
     "trajectory_summary",
 ]

@@ -18,7 +18,7 @@ a model D_1 here and `evaluate_world_model`'s D differ by that rounding (~0.1%);
 
 import torch
 
-from .epm_memory import farthest_gravity, kept_experience
+from .epm_memory import farthest_gravity, kept_experience, support_counts
 from .world_model import normalized_prediction_error
 
 
@@ -118,20 +118,11 @@ def rollout_swap_ablation(model, episodes: dict[float, dict[str, torch.Tensor]],
 def rollout_adaptation_curve(model, episodes: dict[float, dict[str, torch.Tensor]], supports, steps) -> dict:
     """Adaptation without gradient steps on D_k: per gravity, `{n: {k: D_k}}` with the (emptied) buffer filled from
     the first `n` support sequences, for each `n` in `supports` (0: empty). The support must hold `max(supports)`."""
-    supports = sorted(set(int(n) for n in supports))
-    if supports and supports[0] < 0:
-        raise ValueError(f"supports must be >= 0, got {supports}")
-    curves = {}
-    for gravity, episode in episodes.items():
-        if supports and episode["support"].shape[0] < supports[-1]:
-            raise ValueError(
-                f"gravity {gravity}: {episode['support'].shape[0]} support sequences, but supports go up to "
-                f"{supports[-1]}"
-            )
-        curves[gravity] = {
-            n: episodic_rollout_errors(model, episode["query"], episode["support"][:n], steps) for n in supports
-        }
-    return curves
+    supports = support_counts(episodes, supports, "supports")
+    return {
+        gravity: {n: episodic_rollout_errors(model, episode["query"], episode["support"][:n], steps) for n in supports}
+        for gravity, episode in episodes.items()
+    }
 
 
 __all__ = [
