@@ -17,7 +17,7 @@ from datasets import Dataset, DatasetDict
 from ..sources import C4_HUB_ID, is_offline
 from ..user_sources import open_source, rename_columns
 from .sentences import _clean, is_clean_sentence, split_sentences
-from .wordpiece import train_wordpiece_tokenizer
+from .wordpiece import corpus_tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -63,8 +63,6 @@ class StreamedTextData:
         tokenizer_sentences: int = 10_000,
         validation_sentences: int = 1_000,
     ):
-        from transformers import AutoTokenizer
-
         splits, self.source = open_text_stream(source, text_column)
         if "train" not in splits:
             raise ValueError(f"data={source!r}: no 'train' split (splits: {list(splits)})")
@@ -81,10 +79,7 @@ class StreamedTextData:
             train=Dataset.from_dict({"text": self.train_texts}),
             validation=Dataset.from_dict({"text": self.validation_texts}),
         )
-        if tokenizer:
-            self.tokenizer = AutoTokenizer.from_pretrained(tokenizer)
-        else:
-            self.tokenizer = train_wordpiece_tokenizer(self.train_texts, vocab_size=vocab_size)
+        self.tokenizer = corpus_tokenizer(tokenizer, self.train_texts, vocab_size)
         logger.info(
             "Streamed text: %s (tokenizer learnt on the first %d training texts, %d validation texts)",
             self.source,

@@ -3,7 +3,7 @@
 import logging
 
 from .corpus import load_text_corpus, text_source_description
-from .wordpiece import train_wordpiece_tokenizer
+from .wordpiece import corpus_tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -20,16 +20,11 @@ class TextData:
         split_seed: int = 0,
         text_column: str = "text",
     ):
-        from transformers import AutoTokenizer
-
         self.corpus = load_text_corpus(source, split_seed=split_seed, text_column=text_column)
         self.source = text_source_description(self.corpus)
         self.train_texts = list(self.corpus["train"]["text"])
         self.validation_texts = list(self.corpus["validation"]["text"])
-        if tokenizer:
-            self.tokenizer = AutoTokenizer.from_pretrained(tokenizer)
-        else:
-            self.tokenizer = train_wordpiece_tokenizer(self.train_texts, vocab_size=vocab_size)
+        self.tokenizer = corpus_tokenizer(tokenizer, self.train_texts, vocab_size)
         logger.info(
             "Text corpus: %s (%d train / %d validation sentences), tokenizer of %d tokens",
             self.source,

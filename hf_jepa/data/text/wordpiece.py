@@ -147,3 +147,14 @@ def train_wordpiece_tokenizer(
         wrapped.save_pretrained(str(save_directory))
         logger.info("Saved a WordPiece tokenizer (%d tokens) to %s", len(wrapped), save_directory)
     return wrapped
+
+
+def corpus_tokenizer(tokenizer: str | os.PathLike | None, texts, vocab_size: int):
+    """The tokenizer a text corpus is encoded with: the saved one at `tokenizer` (a folder or Hub id, loaded with
+    `AutoTokenizer`) when given, else a WordPiece tokenizer of at most `vocab_size` tokens trained on `texts`
+    (`train_wordpiece_tokenizer`). Returns the tokenizer."""
+    if tokenizer:
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(tokenizer)
+    return train_wordpiece_tokenizer(texts, vocab_size=vocab_size)
