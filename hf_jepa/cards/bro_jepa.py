@@ -17,11 +17,9 @@ from .common import (
     _eval_results,
     _is_number,
     _percent,
-    _render,
     _run_rows,
     _starting_point,
     _training_rows,
-    _version,
     card_renderer,
 )
 
@@ -162,31 +160,29 @@ def _render_bro_jepa(card: CardInputs) -> ModelCard:
             f"Data: {metrics['data_source']}. This is not MNIST, so these numbers are not comparable with the paper's."
         )
 
-    return _render(
+    return card.render(
         "bro_jepa.md",
         card_data,
+        provenance_lines,
+        start_line,
         title=title,
         variant=variant,
-        model_id=card.model_id,
         modulus=config.modulus,
         pixel_mean=config.pixel_mean,
         pixel_std=config.pixel_std,
         config_rows=_config_rows(config),
         training_rows=training_rows,
         data_rows=data_rows,
-        provenance_lines=[*provenance_lines, *([start_line] if start_line else [])],
         result_rows=result_rows(metrics),
         per_op_rows=per_op_rows,
         data_note=data_note,
         data_is_mnist=mnist,
         supervised=config.objective == "supervised",
-        remote_code=card.remote_code,
         pca_plot=metrics.get("pca_plot"),
         zero_shot_text=_percent(metrics["zero_shot_accuracy"])
         if _is_number(metrics.get("zero_shot_accuracy"))
         else None,
         rollout_text=_percent(metrics["rollout_accuracy"]) if _is_number(metrics.get("rollout_accuracy")) else None,
-        hf_jepa_version=_version(),
     )
 
 

@@ -109,6 +109,28 @@ class CardInputs:
         needs `import hf_jepa`."""
         return bool(getattr(self.config, "auto_map", None))
 
+    def render(
+        self,
+        template_name: str,
+        card_data: ModelCardData,
+        provenance_lines: Iterable[str],
+        start_line: str | None = None,
+        **variables: Any,
+    ) -> ModelCard:
+        """The family's card: `template_name` rendered with `card_data` (see `_render`) and the family's `variables`,
+        plus what every template shows the same way: `model_id`, `remote_code`, `hf_jepa_version`, and
+        `provenance_lines` (where the data came from) followed by `start_line` (the checkpoint the run started from,
+        `_starting_point`) when there is one. Returns the `ModelCard`."""
+        return _render(
+            template_name,
+            card_data,
+            model_id=self.model_id,
+            remote_code=self.remote_code,
+            hf_jepa_version=_version(),
+            provenance_lines=[*provenance_lines, *([start_line] if start_line else [])],
+            **variables,
+        )
+
     def card_data(self, tags: list[str], **fields: Any) -> ModelCardData:
         """The card's YAML metadata: `library_name` (`transformers` for a remote-code folder, else hf-jepa), the
         licence, the family's `tags` followed by hf-jepa's, and the family's other `fields`."""

@@ -20,11 +20,9 @@ from .common import (
     _is_number,
     _number,
     _percent,
-    _render,
     _run_rows,
     _starting_point,
     _training_rows,
-    _version,
     card_renderer,
 )
 
@@ -187,9 +185,11 @@ def _render_epm_jepa(card: CardInputs) -> ModelCard:
         )
     reproduction_table, reproduction_note = _reproduction_text(card.reproduction)
 
-    return _render(
+    return card.render(
         "epm_jepa.md",
         card_data,
+        provenance_lines,
+        start_line,
         title=f"EPM-JEPA world model (track {_track_name(track)})",
         track=track,
         track_letter=_TRACK_LETTERS.get(track, "?"),
@@ -199,7 +199,6 @@ def _render_epm_jepa(card: CardInputs) -> ModelCard:
         uses_memory=track in ("ei", "epm"),
         has_adapter=track == "epm",
         adapter_folder=ADAPTER_FOLDER,
-        model_id=card.model_id,
         image_size=config.image_size,
         num_channels=config.num_channels,
         context_length=config.context_length,
@@ -210,7 +209,6 @@ def _render_epm_jepa(card: CardInputs) -> ModelCard:
         config_rows=_config_rows(config),
         training_rows=training_rows,
         data_rows=data_rows,
-        provenance_lines=[*provenance_lines, *([start_line] if start_line else [])],
         result_rows=result_rows(metrics),
         data_source=metrics.get("data_source"),
         device=metrics.get("device"),
@@ -218,7 +216,6 @@ def _render_epm_jepa(card: CardInputs) -> ModelCard:
         shift_range=shift_range,
         data_note=data_note,
         data_is_mnist=mnist,
-        remote_code=card.remote_code,
         diagnostics_plot=metrics.get("diagnostics_plot"),
         d_shift_text=_number(metrics["d_shift"]) if _is_number(metrics.get("d_shift")) else None,
         copy_last_text=(
@@ -226,7 +223,6 @@ def _render_epm_jepa(card: CardInputs) -> ModelCard:
         ),
         reproduction_table=reproduction_table,
         reproduction_note=reproduction_note,
-        hf_jepa_version=_version(),
     )
 
 

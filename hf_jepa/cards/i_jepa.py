@@ -16,10 +16,8 @@ from .common import (
     _format_value,
     _is_number,
     _number,
-    _render,
     _settings_rows,
     _starting_point,
-    _version,
     card_renderer,
 )
 from .t_jepa import own_config_rows, paradox_eval_results, paradox_result_rows, reproduction_table
@@ -77,11 +75,12 @@ def _render_i_jepa(card: CardInputs) -> ModelCard:
     data_note = None
     if not mnist and metrics.get("data_source"):
         data_note = f"Images: {metrics['data_source']}. These are not MNIST digits."
-    return _render(
+    return card.render(
         "i_jepa.md",
         card_data,
+        provenance_lines,
+        start_line,
         title="I-JEPA baseline (image control of the JEPA-paradox study, ViT backbone)",
-        model_id=card.model_id,
         hidden_size=backbone.hidden_size,
         num_layers=backbone.num_hidden_layers,
         num_heads=backbone.num_attention_heads,
@@ -98,19 +97,16 @@ def _render_i_jepa(card: CardInputs) -> ModelCard:
         config_rows=own_config_rows(config),
         training_rows=training_rows,
         data_rows=data_rows,
-        provenance_lines=[*provenance_lines, *([start_line] if start_line else [])],
         result_rows=result_rows(metrics),
         data_is_mnist=mnist,
         data_note=data_note,
         device=metrics.get("device"),
         data_source=metrics.get("data_source"),
-        remote_code=card.remote_code,
         diagnostics_plot=metrics.get("diagnostics_plot"),
         mi_text=_number(metrics["mi_proxy"]) if _is_number(metrics.get("mi_proxy")) else None,
         rank_text=_number(metrics["effective_rank"], 2) if _is_number(metrics.get("effective_rank")) else None,
         reproduction_table=table,
         reproduction_note=note,
-        hf_jepa_version=_version(),
     )
 
 

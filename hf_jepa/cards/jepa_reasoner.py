@@ -17,7 +17,6 @@ from .common import (
     _is_number,
     _number,
     _percent,
-    _render,
     _settings_rows,
     _starting_point,
     card_renderer,
@@ -183,18 +182,18 @@ def _render_jepa_reasoner(card: CardInputs, *, example_prompt: str | None = None
         eval_results=_reasoning_eval_results(metrics, model_type, data) or None,
     )
     steps = getattr(getattr(config, "reasoner_config", config), "num_reasoning_steps", 8)
-    return _render(
+    return card.render(
         "jepa_reasoner.md",
         card_data,
+        [task_line + GENERATED_DATA_NOTE + "."],
+        start_line,
         title=f"{role}" + (f" on {data['task']}" if data.get("task") else ""),
         role=role,
         role_text=role_text,
         model_type=model_type,
-        model_id=card.model_id,
         architecture_rows=_architecture_rows(config),
         example_prompt=example_prompt or "n3 n7 , n3 n1 ? n7",
         num_steps=steps,
-        remote_code=card.remote_code,
         result_rows=result_rows(metrics),
         data_source=metrics.get("data_source"),
         device=metrics.get("device"),
@@ -202,7 +201,6 @@ def _render_jepa_reasoner(card: CardInputs, *, example_prompt: str | None = None
         config_rows=[(k, v) for k, v in _config_rows(config) if not k.endswith("_config")],
         training_rows=training_rows,
         data_rows=data_rows,
-        provenance_lines=[task_line + GENERATED_DATA_NOTE + ".", *([start_line] if start_line else [])],
     )
 
 

@@ -20,12 +20,10 @@ from .common import (
     _is_number,
     _number,
     _percent,
-    _render,
     _reproduction_summary,
     _run_rows,
     _settings_rows,
     _starting_point,
-    _version,
     card_renderer,
     hub_dataset_ids,
 )
@@ -331,9 +329,11 @@ def _render_t_jepa(card: CardInputs) -> ModelCard:
     table, note = reproduction_table(card.reproduction, "Objective")
     number = lambda key, digits=4: _number(metrics[key], digits) if _is_number(metrics.get(key)) else None  # noqa: E731
     divergence = metrics.get("divergence_step")
-    return _render(
+    return card.render(
         "t_jepa.md",
         card_data,
+        provenance_lines,
+        start_line,
         title=f"{display} (text JEPA study, BERT backbone)"
         if objective != "jepa"
         else "T-JEPA: I-JEPA's latent prediction on text (BERT backbone)",
@@ -342,7 +342,6 @@ def _render_t_jepa(card: CardInputs) -> ModelCard:
         objective_text=objective_text,
         is_jepa=objective == "jepa",
         uses_target_encoder=config.uses_target_encoder,
-        model_id=card.model_id,
         hidden_size=backbone.hidden_size,
         num_layers=backbone.num_hidden_layers,
         num_heads=backbone.num_attention_heads,
@@ -361,12 +360,10 @@ def _render_t_jepa(card: CardInputs) -> ModelCard:
         config_rows=own_config_rows(config),
         training_rows=training_rows,
         data_rows=data_rows,
-        provenance_lines=[*provenance_lines, *([start_line] if start_line else [])],
         result_rows=result_rows(metrics),
         corpus=corpus,
         data_is_c4=c4,
         device=metrics.get("device"),
-        remote_code=card.remote_code,
         diagnostics_plot=metrics.get("diagnostics_plot"),
         mi_text=number("mi_proxy"),
         rank_text=number("effective_rank", 2),
@@ -378,7 +375,6 @@ def _render_t_jepa(card: CardInputs) -> ModelCard:
         ),
         reproduction_table=table,
         reproduction_note=note,
-        hf_jepa_version=_version(),
     )
 
 
