@@ -112,21 +112,26 @@ def _describe(tensor: torch.Tensor, axes: dict[int, str]) -> dict:
 @contextlib.contextmanager
 def _quiet_exporter():
     """The dynamo exporter's known, harmless chatter silenced (its notes on skipping torchvision's ops, torch.export's
-    LeafSpec deprecation, the notes on merged axis names), so a user sees one line per file; all of it is shown when
-    this module logs at DEBUG. Any other warning still shows."""
+    LeafSpec deprecation, the notes on merged axis names, and onnxscript's / onnx_ir's INFO lines on every graph pass,
+    dozens per file under the CLI's INFO logging), so a user sees one line per file; all of it is shown when this
+    module logs at DEBUG. Warnings and errors of those libraries otherwise still show."""
     if logger.isEnabledFor(logging.DEBUG):
         yield
         return
-    registration = logging.getLogger("torch.onnx._internal.exporter._registration")
-    previous = registration.level
-    registration.setLevel(logging.ERROR)
+    levels = {"torch.onnx._internal.exporter._registration": logging.ERROR, "onnxscript": logging.WARNING}
+    levels["onnx_ir"] = logging.WARNING
+    loggers = {name: logging.getLogger(name) for name in levels}
+    previous = {name: log.level for name, log in loggers.items()}
     try:
+        for name, log in loggers.items():
+            log.setLevel(max(levels[name], log.getEffectiveLevel()))
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=r"# The axis name: .* will not be used", category=UserWarning)
             warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)", category=FutureWarning)
             yield
     finally:
-        registration.setLevel(previous)
+        for name, log in loggers.items():
+            log.setLevel(previous[name])
 
 
 def _export_one(path: OnnxPath, onnx_file: Path, opset: int | None) -> int:
