@@ -36,7 +36,8 @@ test-reliability: $(STAMP)
 	$(OFFLINE) OMP_NUM_THREADS=1 $(PY) -m pytest -q -m reliability
 
 # time to accuracy first (research/speed/time_to_accuracy/); then research/speed/benchmarks/benchmarks.md (peak,
-# efficiency, compile, inference, scaling, bound), then the per-family ratio scripts: 10 min 8 s end to end on this 2-core machine (docs/results/speed.md).
+# efficiency, compile, inference, scaling, bound), then the per-family ratio scripts: 10 min 8 s end to end on this 2-core machine (docs/results/speed.md);
+# then ONNX Runtime vs PyTorch (research/speed/onnx/, 99 s alone).
 benchmark: $(STAMP)
 	$(OFFLINE) $(PY) benchmarks/time_to_accuracy.py
 	$(OFFLINE) $(PY) benchmarks/report.py
@@ -44,6 +45,7 @@ benchmark: $(STAMP)
 	$(OFFLINE) $(PY) benchmarks/bench_epm_jepa.py
 	$(OFFLINE) $(PY) benchmarks/bench_t_jepa.py
 	$(OFFLINE) $(PY) benchmarks/bench_jepa_reasoner.py
+	$(OFFLINE) $(PY) benchmarks/onnx_latency.py
 
 # Lint + formatting (ruff, configured in pyproject.toml), the "Copied from" copies, self-contained modeling folders.
 quality: $(STAMP)
