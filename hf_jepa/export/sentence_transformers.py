@@ -90,8 +90,17 @@ def export_sentence_transformers(
     target = use_target_encoder and model.target_encoder is not None
     encoder = model.target_encoder if target else model.context_encoder
     output.mkdir(parents=True, exist_ok=True)
-    encoder.save_pretrained(output)  # a BertModel: config.json (model_type "bert") + model.safetensors
-    tokenizer.save_pretrained(output)
+    from transformers.utils import logging as hf_logging
+
+    # transformers' one-shard "Writing model shards" bar is noise for a CLI that prints the folder it wrote.
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        encoder.save_pretrained(output)  # a BertModel: config.json (model_type "bert") + model.safetensors
+        tokenizer.save_pretrained(output)
+    finally:
+        if bars:
+            hf_logging.enable_progress_bar()
     hidden = int(model.config.backbone_config.hidden_size)
     files = {
         "modules.json": [
