@@ -44,7 +44,11 @@ def cmd_export_onnx(args: argparse.Namespace) -> int:
             tolerance=ONNX_TOLERANCE if args.tolerance is None else args.tolerance,
         )
     except ValueError as error:
-        raise CliError(str(error)) from error
+        # The library names its Python argument `model`; on the command line that is DIR.
+        message = str(error)
+        if message.startswith("model: "):
+            message = f"DIR {folder!r}: " + message.removeprefix("model: ")
+        raise CliError(message) from error
     for result in results:
         print(
             f"{result.onnx_file} (opset {result.opset}): max |onnxruntime - PyTorch| = {result.worst:.2g} "

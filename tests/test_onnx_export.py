@@ -18,6 +18,8 @@ from hf_jepa import (
     IJepaModel,
     JepaReasonerConfig,
     JepaReasonerModel,
+    MonoTalkerConfig,
+    MonoTalkerModel,
     TJepaConfig,
     TJepaModel,
 )
@@ -100,9 +102,12 @@ def test_bad_arguments(tmp_path, capsys):
         export_onnx(model, output=tmp_path / "one.onnx")
     folder = tmp_path / "bro"
     model.save_pretrained(folder)
-    capsys.readouterr()  # the save's progress bar
+    talker = tmp_path / "talker"
+    MonoTalkerModel(MonoTalkerConfig.tiny()).save_pretrained(talker)
+    capsys.readouterr()  # the saves' progress bars
     for argv, start in (
         ([str(tmp_path / "missing")], "hf-jepa: error: DIR"),
+        ([str(talker)], f"hf-jepa: error: DIR {str(talker)!r}: ONNX export covers the model types i_jepa, t_jepa"),
         ([str(folder), "--path", "nope"], "hf-jepa: error: --path 'nope'"),
         ([str(folder), "--opset", "0"], "hf-jepa: error: --opset 0"),
     ):
