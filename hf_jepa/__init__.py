@@ -30,7 +30,7 @@ _EXPORTS = {
         "MonoTalkerConfig",
         "MonoTalkerModel",
     ),
-    "hf_jepa.modeling.t_jepa": ("TJepaConfig", "TJepaModel", "TJepaOutput"),
+    "hf_jepa.modeling.t_jepa": ("TJepaConfig", "TJepaForSequenceClassification", "TJepaModel", "TJepaOutput"),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 _registered = False
@@ -71,6 +71,12 @@ def register_auto_classes() -> None:
         # installed, the registered classes are used (no remote code runs).
         config_class.register_for_auto_class()
         model_class.register_for_auto_class("AutoModel")
+    from transformers import AutoModelForSequenceClassification
+
+    from .modeling.t_jepa import TJepaForSequenceClassification
+
+    AutoModelForSequenceClassification.register(TJepaConfig, TJepaForSequenceClassification, exist_ok=True)
+    TJepaForSequenceClassification.register_for_auto_class("AutoModelForSequenceClassification")
     # Registering walks transformers' whole image-processor mapping, which logs "`ViTImageProcessor` requires
     # torchvision" on every import: a note about ViT's processor, which hf-jepa never uses. Silenced for the walk only.
     verbosity = transformers_logging.get_verbosity()
