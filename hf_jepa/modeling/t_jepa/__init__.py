@@ -1,4 +1,11 @@
 from .configuration_t_jepa import TJepaConfig, bert_large_config
-from .modeling_t_jepa import TJepaModel, TJepaOutput, TJepaPreTrainedModel
+from .modeling_t_jepa import TJepaForSequenceClassification, TJepaModel, TJepaOutput, TJepaPreTrainedModel
 
-__all__ = ["TJepaConfig", "TJepaModel", "TJepaOutput", "TJepaPreTrainedModel", "bert_large_config"]
+__all__ = [
+    "TJepaConfig",
+    "TJepaForSequenceClassification",
+    "TJepaModel",
+    "TJepaOutput",
+    "TJepaPreTrainedModel",
+    "bert_large_config",
+]

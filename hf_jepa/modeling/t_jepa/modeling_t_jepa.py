@@ -25,7 +25,7 @@ from torch import nn
 from transformers import BertModel, PreTrainedModel
 from transformers import initialization as init
 from transformers.modeling_layers import GradientCheckpointingLayer
-from transformers.modeling_outputs import BaseModelOutputWithPooling
+from transformers.modeling_outputs import BaseModelOutputWithPooling, SequenceClassifierOutput
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.utils import ModelOutput
 
@@ -648,4 +648,161 @@ class TJepaModel(TJepaPreTrainedModel):
         return output if return_dict else output.to_tuple()
 
 
-__all__ = ["TJepaModel", "TJepaOutput", "TJepaPreTrainedModel", "mean_pool"]
+# ------------------------------------------------------------------------------------------ sequence classification
+
+
+class TJepaForSequenceClassification(TJepaPreTrainedModel):
+    """
+    A T-JEPA encoder with a linear head on its mean-pooled sentence vector (the vector the feature pipeline and
+    `TJepaModel.embed` return): `pipeline("text-classification")` runs it, `transformers.Trainer` fine-tunes it.
+    `from_pretrained(t_jepa_folder, num_labels=..., id2label=..., label2id=...)` loads the encoder from a trained
+    T-JEPA folder under its checkpoint name and initialises only the head.
+
+    `config.classifier_encoder`: `"target"` (the EMA target encoder, default where the objective has one) or
+    `"context"`. The loss follows `config.problem_type` (transformers' `loss_function`).
+    """
+
+    _strict_loading_hint = TJepaModel._strict_loading_hint
+    _pretraining_model_class = TJepaModel
+
+    def __init__(self, config: TJepaConfig, classifier_encoder: str | None = None):
+        super().__init__(config)
+        config.validate()
+        choice = classifier_encoder or getattr(config, "classifier_encoder", None)
+        choice = choice or ("target" if config.uses_target_encoder else "context")
+        if choice not in ("target", "context"):
+            raise ValueError(f"TJepaConfig.classifier_encoder must be 'target' or 'context', got {choice!r}")
+        if choice == "target" and not config.uses_target_encoder:
+            raise ValueError(
+                f"TJepaConfig.classifier_encoder='target' needs an EMA target encoder, and objective "
+                f"{config.objective!r} has none: use 'context'"
+            )
+        config.classifier_encoder = choice
+        self.encoder_attribute = f"{choice}_encoder"
+        setattr(self, self.encoder_attribute, BertModel(config.backbone_config, add_pooling_layer=False))
+        self.num_labels = config.num_labels
+        dropout = getattr(config.backbone_config, "hidden_dropout_prob", 0.1)
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self._encoder_frozen = False
+        if "custom_pipelines" in vars(config):  # the T-JEPA model's own tasks call its predictor
+            del config.custom_pipelines
+        auto_map = getattr(config, "auto_map", None)
+        if auto_map and "AutoModel" in auto_map:
+            config.auto_map = {key: value for key, value in auto_map.items() if key != "AutoModel"}
+        self.post_init()
+
+    _check_inputs = TJepaModel._check_inputs
+
+    @property
+    def encoder(self) -> nn.Module:
+        """The encoder the head sits on (`config.classifier_encoder`)."""
+        return getattr(self, self.encoder_attribute)
+
+    def freeze_encoder(self, frozen: bool = True):
+        """Train the head alone (`frozen=True`: a linear probe by gradient descent) or everything (`False`); a frozen
+        encoder stays in eval mode. Call it after `from_pretrained`. Returns the model."""
+        self._encoder_frozen = frozen
+        self.encoder.requires_grad_(not frozen)
+        return self.train(self.training)
+
+    def train(self, mode: bool = True):
+        super().train(mode)
+        if self._encoder_frozen:
+            self.encoder.eval()
+        return self
+
+    @torch.no_grad()
+    def _reset_head(self):
+        for parameter in self.classifier.parameters():
+            parameter._is_hf_initialized = False
+        self._init_weights(self.classifier)
+
+    @classmethod
+    def from_pretrained(cls, *args, strict: bool = True, **kwargs):
+        """`PreTrainedModel.from_pretrained` from a saved classifier or a T-JEPA model folder, strict by default:
+        from a T-JEPA folder only the head may be missing and only the T-JEPA model's other weights unused; from a
+        classifier everything must match. Anything else raises `ValueError` (`strict=False` warns). Returns the model
+        (and the loading info with `output_loading_info=True`)."""
+        output_loading_info = kwargs.pop("output_loading_info", False)
+        source = args[0] if args else kwargs.get("pretrained_model_name_or_path")
+        architectures = getattr(kwargs.get("config"), "architectures", None)
+        if source is not None and kwargs.get("config") is None:
+            hub_kwargs = (
+                "cache_dir",
+                "force_download",
+                "proxies",
+                "token",
+                "local_files_only",
+                "revision",
+                "subfolder",
+            )
+            config_dict, _ = cls.config_class.get_config_dict(
+                source, **{k: kwargs[k] for k in hub_kwargs if k in kwargs}
+            )
+            found, expected = config_dict.get("model_type"), cls.config_class.model_type
+            if found is not None and found != expected:
+                raise ValueError(
+                    f"{str(source)!r} holds a model of type {found!r}, but {cls.__name__} loads {expected!r} models: "
+                    f"load it with the class of its type. {cls._strict_loading_hint}".strip()
+                )
+            architectures = config_dict.get("architectures")
+        from_pretraining_model = cls.__name__ not in (architectures or [])
+        if from_pretraining_model:
+            kwargs.setdefault("ignore_mismatched_sizes", True)
+        model, loading_info = super().from_pretrained(*args, output_loading_info=True, **kwargs)
+
+        def key(entry):  # mismatched keys come as (key, shape in the checkpoint, shape in the model)
+            return entry[0] if isinstance(entry, tuple) else entry
+
+        problems = {k: list(loading_info.get(k) or ()) for k in ("missing_keys", "unexpected_keys", "mismatched_keys")}
+        if from_pretraining_model:
+            head = {name for name in model.state_dict() if name.startswith("classifier.")}
+            with torch.device("meta"):
+                pretraining_keys = set(cls._pretraining_model_class(model.config).state_dict())
+            model._reset_head()
+            problems["missing_keys"] = [k for k in problems["missing_keys"] if key(k) not in head]
+            problems["mismatched_keys"] = [k for k in problems["mismatched_keys"] if key(k) not in head]
+            problems["unexpected_keys"] = [k for k in problems["unexpected_keys"] if key(k) not in pretraining_keys]
+        problems = {k: sorted(str(key(x)) for x in v) for k, v in problems.items()}
+        if strict and any(problems.values()):
+            raise ValueError(
+                f"{cls.__name__}.from_pretrained: the checkpoint does not match the config (missing keys: "
+                f"{problems['missing_keys'][:8]}, unexpected keys: {problems['unexpected_keys'][:8]}, mismatched "
+                f"keys: {problems['mismatched_keys'][:8]}). {cls._strict_loading_hint}"
+                "Pass strict=False to load anyway."
+            )
+        return (model, loading_info) if output_loading_info else model
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> SequenceClassifierOutput | tuple:
+        r"""
+        input_ids (`torch.LongTensor` of shape `(batch, length)`): token ids, checked as `TJepaModel` checks them.
+        attention_mask (`torch.LongTensor` of shape `(batch, length)`, *optional*): 1 for tokens, 0 for padding.
+        token_type_ids (`torch.LongTensor`, *optional*): accepted (tokenizers return them) and must match
+            `input_ids`' shape; the encoder reads them as BERT does.
+        labels (*optional*): class indices, regression targets or multi-hot floats, by `config.problem_type`.
+        """
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        attention_mask = self._check_inputs(input_ids, attention_mask)
+        if token_type_ids is not None and token_type_ids.shape != input_ids.shape:
+            raise ValueError(
+                f"token_type_ids must have shape {tuple(input_ids.shape)}, got {tuple(token_type_ids.shape)}"
+            )
+        hidden = self.encoder(
+            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+        ).last_hidden_state
+        logits = self.classifier(self.dropout(mean_pool(hidden, attention_mask)))
+        loss = None if labels is None else self.loss_function(labels, logits, self.config, **kwargs)
+        output = SequenceClassifierOutput(loss=loss, logits=logits)
+        return output if return_dict else output.to_tuple()
+
+
+__all__ = ["TJepaForSequenceClassification", "TJepaModel", "TJepaOutput", "TJepaPreTrainedModel", "mean_pool"]
