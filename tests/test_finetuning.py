@@ -68,3 +68,32 @@ def test_momentum_zero_is_plain_weights(tmp_path):
 def test_bad_momentum(momentum):
     with pytest.raises(ValueError, match="momentum"):
         EmaWeightsCallback(momentum=momentum)
+
+
+def test_swap_for_evaluation_evaluates_ema_then_trains_on(tmp_path):
+    # eval loss = w (x = 1): with m=0.5 the evaluations after steps 1-3 see the EMA 0.95, 0.875, 0.7875, while
+    # training continues from the plain weights 0.9, 0.8 (else the EMA would be 0.5*0.95 + 0.5*0.85 = 0.9 at step 2)
+    model = OneWeight(PretrainedConfig())
+    args = TrainingArguments(
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=1,
+        per_device_eval_batch_size=1,
+        num_train_epochs=1,
+        learning_rate=0.1,
+        lr_scheduler_type="constant",
+        optim="sgd",
+        weight_decay=0.0,
+        max_grad_norm=0.0,
+        eval_strategy="steps",
+        eval_steps=1,
+        label_names=["x"],  # so the evaluation computes the loss
+        report_to=[],
+        save_strategy="no",
+        use_cpu=True,
+        disable_tqdm=True,
+    )
+    callback = EmaWeightsCallback(momentum=0.5, swap_for_evaluation=True)
+    trainer = Trainer(model=model, args=args, train_dataset=Ones(), eval_dataset=Ones(), callbacks=[callback])
+    trainer.train()
+    losses = [entry["eval_loss"] for entry in trainer.state.log_history if "eval_loss" in entry]
+    assert losses == pytest.approx([0.95, 0.875, 0.7875], abs=1e-6)
