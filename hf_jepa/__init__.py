@@ -13,9 +13,27 @@ import sys
 from .version import __version__
 
 _EXPORTS = {
-    "hf_jepa.modeling.bro_jepa": ("BroJepaConfig", "BroJepaImageProcessor", "BroJepaModel", "BroJepaOutput"),
-    "hf_jepa.modeling.epm_jepa": ("EpmJepaConfig", "EpmJepaImageProcessor", "EpmJepaModel", "EpmJepaOutput"),
-    "hf_jepa.modeling.i_jepa": ("IJepaConfig", "IJepaImageProcessor", "IJepaModel", "IJepaOutput"),
+    "hf_jepa.modeling.bro_jepa": (
+        "BroJepaConfig",
+        "BroJepaForImageClassification",
+        "BroJepaImageProcessor",
+        "BroJepaModel",
+        "BroJepaOutput",
+    ),
+    "hf_jepa.modeling.epm_jepa": (
+        "EpmJepaConfig",
+        "EpmJepaForImageClassification",
+        "EpmJepaImageProcessor",
+        "EpmJepaModel",
+        "EpmJepaOutput",
+    ),
+    "hf_jepa.modeling.i_jepa": (
+        "IJepaConfig",
+        "IJepaForImageClassification",
+        "IJepaImageProcessor",
+        "IJepaModel",
+        "IJepaOutput",
+    ),
     "hf_jepa.modeling.jepa_reasoner": (
         "CoconutConfig",
         "CoconutLM",
@@ -71,12 +89,23 @@ def register_auto_classes() -> None:
         # installed, the registered classes are used (no remote code runs).
         config_class.register_for_auto_class()
         model_class.register_for_auto_class("AutoModel")
-    from transformers import AutoModelForSequenceClassification
+    # The fine-tuning heads: transformers' standard image-classification / text-classification pipelines and
+    # Trainer load them through these Auto classes (saved folders name them in `auto_map` for remote code).
+    from transformers import AutoModelForImageClassification, AutoModelForSequenceClassification
 
+    from .modeling.bro_jepa import BroJepaForImageClassification
+    from .modeling.epm_jepa import EpmJepaForImageClassification
+    from .modeling.i_jepa import IJepaForImageClassification
     from .modeling.t_jepa import TJepaForSequenceClassification
 
-    AutoModelForSequenceClassification.register(TJepaConfig, TJepaForSequenceClassification, exist_ok=True)
-    TJepaForSequenceClassification.register_for_auto_class("AutoModelForSequenceClassification")
+    for auto_class, config_class, head_class in (
+        (AutoModelForImageClassification, BroJepaConfig, BroJepaForImageClassification),
+        (AutoModelForImageClassification, EpmJepaConfig, EpmJepaForImageClassification),
+        (AutoModelForImageClassification, IJepaConfig, IJepaForImageClassification),
+        (AutoModelForSequenceClassification, TJepaConfig, TJepaForSequenceClassification),
+    ):
+        auto_class.register(config_class, head_class, exist_ok=True)
+        head_class.register_for_auto_class(auto_class.__name__)
     # Registering walks transformers' whole image-processor mapping, which logs "`ViTImageProcessor` requires
     # torchvision" on every import: a note about ViT's processor, which hf-jepa never uses. Silenced for the walk only.
     verbosity = transformers_logging.get_verbosity()

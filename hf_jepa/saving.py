@@ -75,6 +75,11 @@ WEIGHT_INDEPENDENT = (
 )
 # save_pretrained(push_to_hub=True, ...) arguments of the upload.
 UPLOAD_ARGUMENTS = ("repo_id", "commit_message", "commit_description", "private", "revision", "create_pr")
+# The pipeline task of a fine-tuning head, by the Auto class it is registered for (the derived card's pipeline_tag).
+HEAD_TASKS = {
+    "AutoModelForImageClassification": "image-classification",
+    "AutoModelForSequenceClassification": "text-classification",
+}
 # Where from_pretrained records the model's source on the instance.
 SOURCE_ATTRIBUTE = "_hf_jepa_source"
 
@@ -288,7 +293,10 @@ def _carry_companions(model, source: Path, destination: Path, identical: bool, w
     from transformers.dynamic_module_utils import get_relative_import_files
 
     source_config = json.loads((source / "config.json").read_text())
-    modules = _code_modules(source_config)
+    # A fine-tuning head loaded from a JEPA folder (e.g. BroJepaForImageClassification) keeps the processor or
+    # tokenizer but not the JEPA model's own tasks: their pipelines call parts the head does not have.
+    same_architecture = type(model).__name__ in (source_config.get("architectures") or [type(model).__name__])
+    modules = _code_modules(source_config) if same_architecture else set()
     carried = []
     for entry in sorted(source.iterdir(), key=lambda path: path.name):
         name = entry.name
@@ -317,7 +325,7 @@ def _carry_companions(model, source: Path, destination: Path, identical: bool, w
     declared = {
         task: entry
         for task, entry in (source_config.get("custom_pipelines") or {}).items()
-        if (destination / f"{str(entry.get('impl', '')).split('.')[0]}.py").is_file()
+        if same_architecture and (destination / f"{str(entry.get('impl', '')).split('.')[0]}.py").is_file()
     }
     config_path = destination / "config.json"
     config = json.loads(config_path.read_text())
@@ -325,7 +333,7 @@ def _carry_companions(model, source: Path, destination: Path, identical: bool, w
         config["custom_pipelines"] = declared
         config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     if not identical:
-        _derived_card(model, source).save(str(destination / "README.md"))
+        _derived_card(model, source, same_architecture).save(str(destination / "README.md"))
     logger.info(
         "Carried over from %s: %s (weights %s)",
         source,
@@ -334,9 +342,10 @@ def _carry_companions(model, source: Path, destination: Path, identical: bool, w
     )
 
 
-def _derived_card(model, source: Path):
+def _derived_card(model, source: Path, same_architecture: bool = True):
     """The card of weights derived from `source`: its library_name, pipeline_tag and tags, `base_model` when the
-    source is a Hub repo, and no results."""
+    source is a Hub repo, and no results. A head of another architecture (a classifier on a JEPA encoder) gets its
+    own task as pipeline_tag."""
     from huggingface_hub import ModelCard, ModelCardData
 
     origin = str(model.name_or_path)
@@ -344,12 +353,24 @@ def _derived_card(model, source: Path):
     if (source / "README.md").is_file():
         metadata = ModelCard.load(source / "README.md", ignore_metadata_errors=True).data.to_dict()
     copied = {key: metadata[key] for key in ("library_name", "pipeline_tag", "tags") if metadata.get(key)}
+    if not same_architecture:
+        copied.pop("pipeline_tag", None)
+        task = HEAD_TASKS.get(getattr(type(model), "_auto_class", None))
+        copied.update({"pipeline_tag": task} if task else {})
     if os.path.isdir(origin):  # a local path is no Hub id: the Hub would reject it as base_model
         named, shown, base = f"the weights in a local folder named `{Path(origin).name}`", Path(origin).name, {}
     else:
         named, shown = f"[`{origin}`](https://huggingface.co/{origin})", origin
         base = {"base_model": origin, "base_model_relation": "finetune"}
     data = ModelCardData(**{"library_name": "transformers", **copied, **base})
+    if not same_architecture:
+        body = (
+            f"# {type(model).__name__} derived from {shown}\n\n"
+            f"A classification head on the encoder of {named}. The source's card, evaluation results and figures "
+            "describe the JEPA model it was pre-trained as, so none of them is carried over: evaluate this "
+            "classifier on held-out data before relying on it. The tokenizer or image processor is the source's.\n"
+        )
+        return ModelCard(f"---\n{data.to_yaml()}\n---\n\n{body}")
     body = (
         f"# {model.config.model_type} model derived from {shown}\n\n"
         f"These weights start from {named} and differ from it. The source's card, evaluation results and figures "

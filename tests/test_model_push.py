@@ -102,13 +102,16 @@ def test_every_exported_model_saves_the_complete_folder_and_keeps_strict_loading
 
     exported = [getattr(hf_jepa, name) for name in hf_jepa.__all__ if name[0].isupper()]
     models = [value for value in exported if isinstance(value, type) and issubclass(value, PreTrainedModel)]
-    # 4 families' models, the reasoner, 2 Talkers, the pair, 2 coupled baselines, and the fine-tuning heads
+    # 4 families' models, the reasoner, 2 Talkers, the pair, 2 coupled baselines, the 4 fine-tuning heads
     assert sorted(model.__name__ for model in models) == [
+        "BroJepaForImageClassification",
         "BroJepaModel",
         "CoconutLM",
         "CoupledTransformerLM",
         "DualTalkerModel",
+        "EpmJepaForImageClassification",
         "EpmJepaModel",
+        "IJepaForImageClassification",
         "IJepaModel",
         "JepaReasonerModel",
         "JepaReasonerWithTalker",

@@ -218,3 +218,25 @@ def test_cli_convert_then_continue_pretraining(meta_checkpoint, tmp_path, capsys
     moved = [k for k, v in trained.state_dict().items() if not torch.equal(v, start.state_dict()[k])]
     assert moved and not any(k.endswith("position_embeddings") for k in moved)
     assert math.isfinite(json.loads((tmp_path / "cont" / "eval_results.json").read_text())["probe_accuracy"])
+
+
+def test_converted_folder_classifies_as_transformers_ijepa_classifier(transformers_folder, tmp_path):
+    """The image-classification head on a converted checkpoint is transformers' `IJepaForImageClassification`
+    (average-pooled last hidden states, a linear layer): same head weights, same logits, RGB, at the trained size and
+    at another one (`interpolate_pos_encoding`)."""
+    from transformers import IJepaForImageClassification as TransformersClassifier
+
+    from hf_jepa import IJepaForImageClassification
+
+    convert_i_jepa(str(transformers_folder), tmp_path / "out")
+    ours = IJepaForImageClassification.from_pretrained(tmp_path / "out", num_labels=3).eval()  # strict
+    reference = TransformersClassifier.from_pretrained(transformers_folder, num_labels=3).eval()
+    ours.classifier.load_state_dict(reference.classifier.state_dict())
+    generator = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        pixels = torch.randn(2, 3, 32, 32, generator=generator)
+        diff = (ours(pixels).logits - reference(pixels).logits).abs().max()
+        assert diff < TOLERANCE, float(diff)
+        big = torch.randn(1, 3, 48, 40, generator=generator)
+        diff = ours(big, interpolate_pos_encoding=True).logits - reference(big, interpolate_pos_encoding=True).logits
+        assert diff.abs().max() < TOLERANCE, float(diff.abs().max())

@@ -9,6 +9,7 @@ This file imports only torch and transformers so that ``trust_remote_code`` expo
 """
 
 import copy
+import logging
 import math
 from dataclasses import dataclass
 
@@ -17,7 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import PreTrainedModel
 from transformers import initialization as init
-from transformers.modeling_outputs import BaseModelOutputWithPooling
+from transformers.modeling_outputs import BaseModelOutputWithPooling, ImageClassifierOutput
 from transformers.utils import ModelOutput
 
 from .configuration_bro_jepa import BroJepaConfig
@@ -697,4 +698,220 @@ class BroJepaModel(BroJepaPreTrainedModel):
         return output if return_dict else output.to_tuple()
 
 
-__all__ = ["BroJepaModel", "BroJepaPreTrainedModel", "BroJepaOutput"]
+# ------------------------------------------------------------------------------------------ image classification
+
+
+def classifier_encoder_attribute(config, has_target_encoder: bool) -> str:
+    """The attribute of the encoder a classification head sits on: `"target_encoder"` or `"context_encoder"`, the
+    name the JEPA model's checkpoint keeps that encoder's weights under (so a JEPA folder's weights load into it
+    as they are). Read from `config.classifier_encoder` (`"target"` or `"context"`); unset, it is the EMA target
+    encoder where the model has one, and the choice is written back to the config so a saved classifier rebuilds the
+    same module. Raises `ValueError` naming the field for another value, or for `"target"` without a target encoder."""
+    name = type(config).__name__
+    choice = getattr(config, "classifier_encoder", None)
+    if choice is None:
+        choice = "target" if has_target_encoder else "context"
+    if choice not in ("target", "context"):
+        raise ValueError(
+            f"{name}.classifier_encoder must be 'target' (the EMA target encoder) or 'context' (the online encoder), "
+            f"got {choice!r}"
+        )
+    if choice == "target" and not has_target_encoder:
+        raise ValueError(
+            f"{name}.classifier_encoder='target' needs an EMA target encoder, and this configuration trains without "
+            "one: use 'context'"
+        )
+    config.classifier_encoder = choice
+    return f"{choice}_encoder"
+
+
+def forget_pretraining_declarations(config) -> None:
+    """Drop what a JEPA model's config declares for the JEPA model itself (and a classifier cannot serve): its
+    `custom_pipelines` (the family's own tasks call the predictor) and the `AutoModel` entry of `auto_map` (that
+    class cannot load a classifier's weights). The classifier declares its own Auto class when it is saved."""
+    if "custom_pipelines" in vars(config):
+        del config.custom_pipelines
+    auto_map = getattr(config, "auto_map", None)
+    if auto_map and "AutoModel" in auto_map:
+        config.auto_map = {key: value for key, value in auto_map.items() if key != "AutoModel"}
+
+
+class BroJepaForImageClassification(BroJepaPreTrainedModel):
+    """
+    A BRo-JEPA encoder with a linear classification head: transformers' `pipeline("image-classification")` runs it
+    and `transformers.Trainer` fine-tunes it. `BroJepaForImageClassification.from_pretrained(jepa_folder,
+    num_labels=..., id2label=...)` loads the encoder from a trained BRo-JEPA folder and initialises only the head.
+
+    The head sits on one encoder, `config.classifier_encoder`: `"target"`, the EMA target encoder (the space the
+    class prototypes are filled in; the default where the model has one), or `"context"`, the online encoder (the
+    only one of the supervised baseline). The encoder keeps its checkpoint name (`target_encoder.*` or
+    `context_encoder.*`), so a JEPA folder's weights load into it unchanged. What only pre-training needs is left
+    out: the other encoder, the predictor, the class prototypes (and the supervised baseline's op-conditioned head).
+    The head reads the encoder's latent `(batch, latent_dim)`, the vector `pipeline("image-feature-extraction")`
+    returns; with `config.num_labels == 0` the model returns that latent as its logits.
+
+    The loss follows transformers' `config.problem_type`: cross-entropy for integer labels, mean squared error for
+    `num_labels == 1` (regression), binary cross-entropy for float multi-hot labels (`"multi_label_classification"`).
+    """
+
+    # Appended to the strict-loading error of `from_pretrained`.
+    _strict_loading_hint = BroJepaModel._strict_loading_hint
+    # The JEPA model whose folders the classifier starts from (what it may leave out of their checkpoints).
+    _pretraining_model_class = BroJepaModel
+
+    def __init__(self, config: BroJepaConfig, classifier_encoder: str | None = None):
+        super().__init__(config)
+        config.validate()
+        if classifier_encoder is not None:
+            config.classifier_encoder = classifier_encoder
+        self.encoder_attribute = classifier_encoder_attribute(config, config.objective == "jepa")
+        setattr(self, self.encoder_attribute, BroJepaEncoder(config))
+        self.num_labels = config.num_labels
+        self.classifier = nn.Linear(config.latent_dim, config.num_labels) if config.num_labels > 0 else nn.Identity()
+        self._encoder_frozen = False
+        forget_pretraining_declarations(config)
+        self.post_init()
+
+    # Copied from hf_jepa.modeling.bro_jepa.modeling_bro_jepa.BroJepaModel._check_pixel_values
+    def _check_pixel_values(self, pixel_values, name) -> torch.Tensor:
+        """Checked `pixel_values`: a non-empty floating tensor `(batch, C, H, W)` of finite values, cast to the
+        model's dtype (float64 / float16 / bfloat16 input is accepted); integer images raise `TypeError` (use the
+        image processor)."""
+        config = self.config
+        expected = (config.num_channels, config.image_size, config.image_size)
+        if not isinstance(pixel_values, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor of shape (batch, {', '.join(map(str, expected))})")
+        if not pixel_values.is_floating_point():
+            raise TypeError(
+                f"{name} must be a normalised floating-point tensor, got dtype {pixel_values.dtype}; convert uint8 "
+                f"images with BroJepaImageProcessor or ((x / 255) - {config.pixel_mean}) / {config.pixel_std}"
+            )
+        if pixel_values.ndim != 4 or tuple(pixel_values.shape[1:]) != expected:
+            raise ValueError(
+                f"{name} must have shape (batch, {', '.join(map(str, expected))}), got {tuple(pixel_values.shape)}"
+            )
+        if pixel_values.shape[0] == 0:
+            raise ValueError(f"{name} is empty (batch size 0): pass at least one image")
+        return _finite_pixels(pixel_values, name, self.dtype)
+
+    @property
+    def encoder(self) -> nn.Module:
+        """The encoder the head sits on (`config.classifier_encoder`)."""
+        return getattr(self, self.encoder_attribute)
+
+    def freeze_encoder(self, frozen: bool = True):
+        """Train the head alone (`frozen=True`: a linear probe trained by gradient descent) or everything again
+        (`False`). A frozen encoder stays in eval mode under `train()` too, so normalisation layers keep their
+        pretrained statistics. Call it after `from_pretrained` (loading marks every weight trainable). Returns the
+        model."""
+        self._encoder_frozen = frozen
+        self.encoder.requires_grad_(not frozen)
+        return self.train(self.training)
+
+    def train(self, mode: bool = True):
+        super().train(mode)
+        if self._encoder_frozen:
+            self.encoder.eval()
+        return self
+
+    @torch.no_grad()
+    def _reset_head(self):
+        """Initialise the head afresh, as construction does: a JEPA model's own module of that name (e.g. BRo-JEPA's
+        supervised baseline's op-conditioned head) is not this head, even where its shape fits."""
+        for parameter in self.classifier.parameters():
+            parameter._is_hf_initialized = False
+        self._init_weights(self.classifier)
+
+    @classmethod
+    def from_pretrained(cls, *args, strict: bool = True, **kwargs):
+        """`PreTrainedModel.from_pretrained` from a saved classifier or from the family's JEPA model folder, strict
+        by default. From a JEPA model's folder (its config names another architecture) the head starts fresh and the
+        JEPA model's other weights are left out on purpose: only the encoder the head sits on is read. Anything else
+        missing, left unused or of another shape raises `ValueError` (`strict=False` only warns); a folder or repo of
+        another model type raises `ValueError` naming both types."""
+        output_loading_info = kwargs.pop("output_loading_info", False)
+        source = args[0] if args else kwargs.get("pretrained_model_name_or_path")
+        architectures = getattr(kwargs.get("config"), "architectures", None)
+        if source is not None and kwargs.get("config") is None:
+            hub_kwargs = (
+                "cache_dir",
+                "force_download",
+                "proxies",
+                "token",
+                "local_files_only",
+                "revision",
+                "subfolder",
+            )
+            config_dict, _ = cls.config_class.get_config_dict(
+                source, **{k: kwargs[k] for k in hub_kwargs if k in kwargs}
+            )
+            found, expected = config_dict.get("model_type"), cls.config_class.model_type
+            if found is not None and found != expected:
+                raise ValueError(
+                    f"{str(source)!r} holds a model of type {found!r}, but {cls.__name__} loads {expected!r} models: "
+                    f"load it with the class of its type. {cls._strict_loading_hint}".strip()
+                )
+            architectures = config_dict.get("architectures")
+        from_pretraining_model = cls.__name__ not in (architectures or [])
+        if from_pretraining_model:  # a head of another shape under the same name is replaced, not an error
+            kwargs.setdefault("ignore_mismatched_sizes", True)
+        # From a JEPA folder transformers' load report lists the pre-training modules as UNEXPECTED and the head as
+        # MISSING, both intended; the check below names whatever else does not fit (an error, or a warning).
+        load_logger = logging.getLogger("transformers.modeling_utils")
+        level = load_logger.level
+        if from_pretraining_model:
+            load_logger.setLevel(logging.ERROR)
+        try:
+            model, loading_info = super().from_pretrained(*args, output_loading_info=True, **kwargs)
+        finally:
+            load_logger.setLevel(level)
+
+        def key(entry):  # mismatched keys come as (key, shape in the checkpoint, shape in the model)
+            return entry[0] if isinstance(entry, tuple) else entry
+
+        problems = {k: list(loading_info.get(k) or ()) for k in ("missing_keys", "unexpected_keys", "mismatched_keys")}
+        if from_pretraining_model:
+            head = {name for name in model.state_dict() if name.startswith("classifier.")}
+            with torch.device("meta"):
+                pretraining_keys = set(cls._pretraining_model_class(model.config).state_dict())
+            if head & pretraining_keys:
+                model._reset_head()
+            problems["missing_keys"] = [k for k in problems["missing_keys"] if key(k) not in head]
+            problems["mismatched_keys"] = [k for k in problems["mismatched_keys"] if key(k) not in head]
+            problems["unexpected_keys"] = [k for k in problems["unexpected_keys"] if key(k) not in pretraining_keys]
+        problems = {k: sorted(str(key(x)) for x in v) for k, v in problems.items()}
+        if any(problems.values()):
+            message = (
+                f"{cls.__name__}.from_pretrained: the checkpoint does not match the config (missing keys: "
+                f"{problems['missing_keys'][:8]}, unexpected keys: {problems['unexpected_keys'][:8]}, mismatched "
+                f"keys: {problems['mismatched_keys'][:8]}). {cls._strict_loading_hint}"
+            )
+            if strict:
+                raise ValueError(message + "Pass strict=False to load anyway.")
+            logging.getLogger(cls.__module__).warning(message + "Loaded anyway (strict=False).")
+        return (model, loading_info) if output_loading_info else model
+
+    def forward(
+        self,
+        pixel_values: torch.Tensor,
+        labels: torch.Tensor | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> ImageClassifierOutput | tuple:
+        r"""
+        pixel_values (`torch.FloatTensor` of shape `(batch, num_channels, image_size, image_size)`):
+            Normalised images (`BroJepaImageProcessor`); checked as `BroJepaModel` checks them.
+        labels (`torch.LongTensor` of shape `(batch,)`, or float `(batch, num_labels)`, *optional*):
+            Class indices (cross-entropy), targets for `num_labels == 1` (regression) or multi-hot float labels
+            (`problem_type="multi_label_classification"`); with them the output holds the loss. Other keyword
+            arguments reach transformers' loss (`num_items_in_batch`, which `Trainer` passes).
+        """
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        latent = self.encoder(self._check_pixel_values(pixel_values, "pixel_values"))
+        logits = self.classifier(latent)
+        loss = None if labels is None else self.loss_function(labels, logits, self.config, **kwargs)
+        output = ImageClassifierOutput(loss=loss, logits=logits)
+        return output if return_dict else output.to_tuple()
+
+
+__all__ = ["BroJepaForImageClassification", "BroJepaModel", "BroJepaPreTrainedModel", "BroJepaOutput"]

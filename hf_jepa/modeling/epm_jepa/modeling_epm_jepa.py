@@ -16,6 +16,7 @@ This file imports only torch, transformers and peft so that `trust_remote_code` 
 
 import copy
 import json
+import logging
 import math
 import os
 import re
@@ -27,7 +28,7 @@ from peft import LoraConfig, get_peft_model_state_dict, inject_adapter_in_model,
 from torch import nn
 from transformers import PreTrainedModel
 from transformers import initialization as init
-from transformers.modeling_outputs import BaseModelOutputWithPooling
+from transformers.modeling_outputs import BaseModelOutputWithPooling, ImageClassifierOutput
 from transformers.utils import ModelOutput
 
 from .configuration_epm_jepa import EpmJepaConfig
@@ -911,4 +912,224 @@ class EpmJepaModel(EpmJepaPreTrainedModel):
         return output if return_dict else output.to_tuple()
 
 
-__all__ = ["EpmJepaModel", "EpmJepaOutput", "EpmJepaPreTrainedModel"]
+# ------------------------------------------------------------------------------------------ image classification
+
+
+# Copied from hf_jepa.modeling.bro_jepa.modeling_bro_jepa.classifier_encoder_attribute
+def classifier_encoder_attribute(config, has_target_encoder: bool) -> str:
+    """The attribute of the encoder a classification head sits on: `"target_encoder"` or `"context_encoder"`, the
+    name the JEPA model's checkpoint keeps that encoder's weights under (so a JEPA folder's weights load into it
+    as they are). Read from `config.classifier_encoder` (`"target"` or `"context"`); unset, it is the EMA target
+    encoder where the model has one, and the choice is written back to the config so a saved classifier rebuilds the
+    same module. Raises `ValueError` naming the field for another value, or for `"target"` without a target encoder."""
+    name = type(config).__name__
+    choice = getattr(config, "classifier_encoder", None)
+    if choice is None:
+        choice = "target" if has_target_encoder else "context"
+    if choice not in ("target", "context"):
+        raise ValueError(
+            f"{name}.classifier_encoder must be 'target' (the EMA target encoder) or 'context' (the online encoder), "
+            f"got {choice!r}"
+        )
+    if choice == "target" and not has_target_encoder:
+        raise ValueError(
+            f"{name}.classifier_encoder='target' needs an EMA target encoder, and this configuration trains without "
+            "one: use 'context'"
+        )
+    config.classifier_encoder = choice
+    return f"{choice}_encoder"
+
+
+# Copied from hf_jepa.modeling.bro_jepa.modeling_bro_jepa.forget_pretraining_declarations
+def forget_pretraining_declarations(config) -> None:
+    """Drop what a JEPA model's config declares for the JEPA model itself (and a classifier cannot serve): its
+    `custom_pipelines` (the family's own tasks call the predictor) and the `AutoModel` entry of `auto_map` (that
+    class cannot load a classifier's weights). The classifier declares its own Auto class when it is saved."""
+    if "custom_pipelines" in vars(config):
+        del config.custom_pipelines
+    auto_map = getattr(config, "auto_map", None)
+    if auto_map and "AutoModel" in auto_map:
+        config.auto_map = {key: value for key, value in auto_map.items() if key != "AutoModel"}
+
+
+class EpmJepaForImageClassification(EpmJepaPreTrainedModel):
+    """
+    An EPM-JEPA frame encoder with a linear classification head on its latent: transformers'
+    `pipeline("image-classification")` runs it on single frames and `transformers.Trainer` fine-tunes it.
+    `EpmJepaForImageClassification.from_pretrained(world_model_folder, num_labels=..., id2label=...)` loads the
+    encoder from a trained EPM-JEPA folder (any track) and initialises only the head.
+
+    The head sits on one encoder, `config.classifier_encoder`: `"target"`, the EMA target encoder (the default: the
+    space the world model's predictions are scored in), or `"context"`, the online encoder (the latent
+    `pipeline("image-feature-extraction")` returns). The encoder keeps its checkpoint name (`target_encoder.*` or
+    `context_encoder.*`), so a world model's weights load into it unchanged; the predictor, the surprisal gate and the
+    experience memory are left out. The head reads the encoder's latent `(batch, latent_dim)`; with
+    `config.num_labels == 0` the model returns that latent as its logits.
+
+    The loss follows transformers' `config.problem_type`: cross-entropy for integer labels, mean squared error for
+    `num_labels == 1` (regression), binary cross-entropy for float multi-hot labels (`"multi_label_classification"`).
+    """
+
+    input_modalities = ("image",)
+    # Appended to the strict-loading error of `from_pretrained`.
+    _strict_loading_hint = ""
+    # The JEPA model whose folders the classifier starts from (what it may leave out of their checkpoints).
+    _pretraining_model_class = EpmJepaModel
+
+    def __init__(self, config: EpmJepaConfig, classifier_encoder: str | None = None):
+        super().__init__(config)
+        config.validate()
+        if classifier_encoder is not None:
+            config.classifier_encoder = classifier_encoder
+        self.encoder_attribute = classifier_encoder_attribute(config, True)
+        setattr(self, self.encoder_attribute, EpmJepaFrameEncoder(config))
+        self.num_labels = config.num_labels
+        self.classifier = nn.Linear(config.latent_dim, config.num_labels) if config.num_labels > 0 else nn.Identity()
+        self._encoder_frozen = False
+        forget_pretraining_declarations(config)
+        self.post_init()
+
+    def _check_pixel_values(self, pixel_values) -> torch.Tensor:
+        """Checked frames: a non-empty floating tensor `(batch, C, H, W)` of finite values in the world model's
+        scale ([0, 1], `EpmJepaImageProcessor`), cast to the model's dtype."""
+        config = self.config
+        expected = (config.num_channels, config.image_size, config.image_size)
+        shape_text = f"(batch, {', '.join(map(str, expected))})"
+        if not isinstance(pixel_values, torch.Tensor) or not pixel_values.is_floating_point():
+            raise TypeError(
+                f"pixel_values must be a floating-point tensor {shape_text} with values in [0, 1] "
+                "(EpmJepaImageProcessor)"
+            )
+        if pixel_values.ndim != 4 or tuple(pixel_values.shape[1:]) != expected:
+            raise ValueError(
+                f"pixel_values must have shape {shape_text} (single frames), got {tuple(pixel_values.shape)}"
+            )
+        if pixel_values.shape[0] == 0:
+            raise ValueError("pixel_values is empty (batch size 0): pass at least one frame")
+        return _finite_pixels(pixel_values, "pixel_values", self.encoder.projection.weight.dtype)
+
+    # Copied from hf_jepa.modeling.bro_jepa.modeling_bro_jepa.BroJepaForImageClassification.encoder
+    @property
+    def encoder(self) -> nn.Module:
+        """The encoder the head sits on (`config.classifier_encoder`)."""
+        return getattr(self, self.encoder_attribute)
+
+    # Copied from hf_jepa.modeling.bro_jepa.modeling_bro_jepa.BroJepaForImageClassification.freeze_encoder
+    def freeze_encoder(self, frozen: bool = True):
+        """Train the head alone (`frozen=True`: a linear probe trained by gradient descent) or everything again
+        (`False`). A frozen encoder stays in eval mode under `train()` too, so normalisation layers keep their
+        pretrained statistics. Call it after `from_pretrained` (loading marks every weight trainable). Returns the
+        model."""
+        self._encoder_frozen = frozen
+        self.encoder.requires_grad_(not frozen)
+        return self.train(self.training)
+
+    # Copied from hf_jepa.modeling.bro_jepa.modeling_bro_jepa.BroJepaForImageClassification.train
+    def train(self, mode: bool = True):
+        super().train(mode)
+        if self._encoder_frozen:
+            self.encoder.eval()
+        return self
+
+    # Copied from hf_jepa.modeling.bro_jepa.modeling_bro_jepa.BroJepaForImageClassification._reset_head
+    @torch.no_grad()
+    def _reset_head(self):
+        """Initialise the head afresh, as construction does: a JEPA model's own module of that name (e.g. BRo-JEPA's
+        supervised baseline's op-conditioned head) is not this head, even where its shape fits."""
+        for parameter in self.classifier.parameters():
+            parameter._is_hf_initialized = False
+        self._init_weights(self.classifier)
+
+    # Copied from hf_jepa.modeling.bro_jepa.modeling_bro_jepa.BroJepaForImageClassification.from_pretrained
+    @classmethod
+    def from_pretrained(cls, *args, strict: bool = True, **kwargs):
+        """`PreTrainedModel.from_pretrained` from a saved classifier or from the family's JEPA model folder, strict
+        by default. From a JEPA model's folder (its config names another architecture) the head starts fresh and the
+        JEPA model's other weights are left out on purpose: only the encoder the head sits on is read. Anything else
+        missing, left unused or of another shape raises `ValueError` (`strict=False` only warns); a folder or repo of
+        another model type raises `ValueError` naming both types."""
+        output_loading_info = kwargs.pop("output_loading_info", False)
+        source = args[0] if args else kwargs.get("pretrained_model_name_or_path")
+        architectures = getattr(kwargs.get("config"), "architectures", None)
+        if source is not None and kwargs.get("config") is None:
+            hub_kwargs = (
+                "cache_dir",
+                "force_download",
+                "proxies",
+                "token",
+                "local_files_only",
+                "revision",
+                "subfolder",
+            )
+            config_dict, _ = cls.config_class.get_config_dict(
+                source, **{k: kwargs[k] for k in hub_kwargs if k in kwargs}
+            )
+            found, expected = config_dict.get("model_type"), cls.config_class.model_type
+            if found is not None and found != expected:
+                raise ValueError(
+                    f"{str(source)!r} holds a model of type {found!r}, but {cls.__name__} loads {expected!r} models: "
+                    f"load it with the class of its type. {cls._strict_loading_hint}".strip()
+                )
+            architectures = config_dict.get("architectures")
+        from_pretraining_model = cls.__name__ not in (architectures or [])
+        if from_pretraining_model:  # a head of another shape under the same name is replaced, not an error
+            kwargs.setdefault("ignore_mismatched_sizes", True)
+        # From a JEPA folder transformers' load report lists the pre-training modules as UNEXPECTED and the head as
+        # MISSING, both intended; the check below names whatever else does not fit (an error, or a warning).
+        load_logger = logging.getLogger("transformers.modeling_utils")
+        level = load_logger.level
+        if from_pretraining_model:
+            load_logger.setLevel(logging.ERROR)
+        try:
+            model, loading_info = super().from_pretrained(*args, output_loading_info=True, **kwargs)
+        finally:
+            load_logger.setLevel(level)
+
+        def key(entry):  # mismatched keys come as (key, shape in the checkpoint, shape in the model)
+            return entry[0] if isinstance(entry, tuple) else entry
+
+        problems = {k: list(loading_info.get(k) or ()) for k in ("missing_keys", "unexpected_keys", "mismatched_keys")}
+        if from_pretraining_model:
+            head = {name for name in model.state_dict() if name.startswith("classifier.")}
+            with torch.device("meta"):
+                pretraining_keys = set(cls._pretraining_model_class(model.config).state_dict())
+            if head & pretraining_keys:
+                model._reset_head()
+            problems["missing_keys"] = [k for k in problems["missing_keys"] if key(k) not in head]
+            problems["mismatched_keys"] = [k for k in problems["mismatched_keys"] if key(k) not in head]
+            problems["unexpected_keys"] = [k for k in problems["unexpected_keys"] if key(k) not in pretraining_keys]
+        problems = {k: sorted(str(key(x)) for x in v) for k, v in problems.items()}
+        if any(problems.values()):
+            message = (
+                f"{cls.__name__}.from_pretrained: the checkpoint does not match the config (missing keys: "
+                f"{problems['missing_keys'][:8]}, unexpected keys: {problems['unexpected_keys'][:8]}, mismatched "
+                f"keys: {problems['mismatched_keys'][:8]}). {cls._strict_loading_hint}"
+            )
+            if strict:
+                raise ValueError(message + "Pass strict=False to load anyway.")
+            logging.getLogger(cls.__module__).warning(message + "Loaded anyway (strict=False).")
+        return (model, loading_info) if output_loading_info else model
+
+    def forward(
+        self,
+        pixel_values: torch.Tensor,
+        labels: torch.Tensor | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> ImageClassifierOutput | tuple:
+        r"""
+        pixel_values (`torch.FloatTensor` of shape `(batch, num_channels, image_size, image_size)`):
+            Single frames with values in [0, 1] (`EpmJepaImageProcessor`).
+        labels (`torch.LongTensor` of shape `(batch,)`, or float `(batch, num_labels)`, *optional*):
+            Class indices (cross-entropy), targets for `num_labels == 1` (regression) or multi-hot float labels
+            (`problem_type="multi_label_classification"`); with them the output holds the loss. Other keyword
+            arguments reach transformers' loss (`num_items_in_batch`, which `Trainer` passes).
+        """
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        logits = self.classifier(self.encoder(self._check_pixel_values(pixel_values)))
+        loss = None if labels is None else self.loss_function(labels, logits, self.config, **kwargs)
+        output = ImageClassifierOutput(loss=loss, logits=logits)
+        return output if return_dict else output.to_tuple()
+
+
+__all__ = ["EpmJepaForImageClassification", "EpmJepaModel", "EpmJepaOutput", "EpmJepaPreTrainedModel"]

@@ -17,6 +17,7 @@ This file imports only torch and transformers so that `trust_remote_code` export
 
 import contextlib
 import copy
+import logging
 from dataclasses import dataclass
 
 import torch
@@ -651,6 +652,43 @@ class TJepaModel(TJepaPreTrainedModel):
 # ------------------------------------------------------------------------------------------ sequence classification
 
 
+# Copied from hf_jepa.modeling.bro_jepa.modeling_bro_jepa.classifier_encoder_attribute
+def classifier_encoder_attribute(config, has_target_encoder: bool) -> str:
+    """The attribute of the encoder a classification head sits on: `"target_encoder"` or `"context_encoder"`, the
+    name the JEPA model's checkpoint keeps that encoder's weights under (so a JEPA folder's weights load into it
+    as they are). Read from `config.classifier_encoder` (`"target"` or `"context"`); unset, it is the EMA target
+    encoder where the model has one, and the choice is written back to the config so a saved classifier rebuilds the
+    same module. Raises `ValueError` naming the field for another value, or for `"target"` without a target encoder."""
+    name = type(config).__name__
+    choice = getattr(config, "classifier_encoder", None)
+    if choice is None:
+        choice = "target" if has_target_encoder else "context"
+    if choice not in ("target", "context"):
+        raise ValueError(
+            f"{name}.classifier_encoder must be 'target' (the EMA target encoder) or 'context' (the online encoder), "
+            f"got {choice!r}"
+        )
+    if choice == "target" and not has_target_encoder:
+        raise ValueError(
+            f"{name}.classifier_encoder='target' needs an EMA target encoder, and this configuration trains without "
+            "one: use 'context'"
+        )
+    config.classifier_encoder = choice
+    return f"{choice}_encoder"
+
+
+# Copied from hf_jepa.modeling.bro_jepa.modeling_bro_jepa.forget_pretraining_declarations
+def forget_pretraining_declarations(config) -> None:
+    """Drop what a JEPA model's config declares for the JEPA model itself (and a classifier cannot serve): its
+    `custom_pipelines` (the family's own tasks call the predictor) and the `AutoModel` entry of `auto_map` (that
+    class cannot load a classifier's weights). The classifier declares its own Auto class when it is saved."""
+    if "custom_pipelines" in vars(config):
+        del config.custom_pipelines
+    auto_map = getattr(config, "auto_map", None)
+    if auto_map and "AutoModel" in auto_map:
+        config.auto_map = {key: value for key, value in auto_map.items() if key != "AutoModel"}
+
+
 class TJepaForSequenceClassification(TJepaPreTrainedModel):
     """
     A T-JEPA encoder with a linear head on its mean-pooled sentence vector (the vector the feature pipeline and
@@ -668,62 +706,60 @@ class TJepaForSequenceClassification(TJepaPreTrainedModel):
     def __init__(self, config: TJepaConfig, classifier_encoder: str | None = None):
         super().__init__(config)
         config.validate()
-        choice = classifier_encoder or getattr(config, "classifier_encoder", None)
-        choice = choice or ("target" if config.uses_target_encoder else "context")
-        if choice not in ("target", "context"):
-            raise ValueError(f"TJepaConfig.classifier_encoder must be 'target' or 'context', got {choice!r}")
-        if choice == "target" and not config.uses_target_encoder:
-            raise ValueError(
-                f"TJepaConfig.classifier_encoder='target' needs an EMA target encoder, and objective "
-                f"{config.objective!r} has none: use 'context'"
-            )
-        config.classifier_encoder = choice
-        self.encoder_attribute = f"{choice}_encoder"
+        if classifier_encoder is not None:
+            config.classifier_encoder = classifier_encoder
+        self.encoder_attribute = classifier_encoder_attribute(config, config.uses_target_encoder)
         setattr(self, self.encoder_attribute, BertModel(config.backbone_config, add_pooling_layer=False))
         self.num_labels = config.num_labels
         dropout = getattr(config.backbone_config, "hidden_dropout_prob", 0.1)
         self.dropout = nn.Dropout(dropout)
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self._encoder_frozen = False
-        if "custom_pipelines" in vars(config):  # the T-JEPA model's own tasks call its predictor
-            del config.custom_pipelines
-        auto_map = getattr(config, "auto_map", None)
-        if auto_map and "AutoModel" in auto_map:
-            config.auto_map = {key: value for key, value in auto_map.items() if key != "AutoModel"}
+        forget_pretraining_declarations(config)
         self.post_init()
 
     _check_inputs = TJepaModel._check_inputs
 
+    # Copied from hf_jepa.modeling.bro_jepa.modeling_bro_jepa.BroJepaForImageClassification.encoder
     @property
     def encoder(self) -> nn.Module:
         """The encoder the head sits on (`config.classifier_encoder`)."""
         return getattr(self, self.encoder_attribute)
 
+    # Copied from hf_jepa.modeling.bro_jepa.modeling_bro_jepa.BroJepaForImageClassification.freeze_encoder
     def freeze_encoder(self, frozen: bool = True):
-        """Train the head alone (`frozen=True`: a linear probe by gradient descent) or everything (`False`); a frozen
-        encoder stays in eval mode. Call it after `from_pretrained`. Returns the model."""
+        """Train the head alone (`frozen=True`: a linear probe trained by gradient descent) or everything again
+        (`False`). A frozen encoder stays in eval mode under `train()` too, so normalisation layers keep their
+        pretrained statistics. Call it after `from_pretrained` (loading marks every weight trainable). Returns the
+        model."""
         self._encoder_frozen = frozen
         self.encoder.requires_grad_(not frozen)
         return self.train(self.training)
 
+    # Copied from hf_jepa.modeling.bro_jepa.modeling_bro_jepa.BroJepaForImageClassification.train
     def train(self, mode: bool = True):
         super().train(mode)
         if self._encoder_frozen:
             self.encoder.eval()
         return self
 
+    # Copied from hf_jepa.modeling.bro_jepa.modeling_bro_jepa.BroJepaForImageClassification._reset_head
     @torch.no_grad()
     def _reset_head(self):
+        """Initialise the head afresh, as construction does: a JEPA model's own module of that name (e.g. BRo-JEPA's
+        supervised baseline's op-conditioned head) is not this head, even where its shape fits."""
         for parameter in self.classifier.parameters():
             parameter._is_hf_initialized = False
         self._init_weights(self.classifier)
 
+    # Copied from hf_jepa.modeling.bro_jepa.modeling_bro_jepa.BroJepaForImageClassification.from_pretrained
     @classmethod
     def from_pretrained(cls, *args, strict: bool = True, **kwargs):
-        """`PreTrainedModel.from_pretrained` from a saved classifier or a T-JEPA model folder, strict by default:
-        from a T-JEPA folder only the head may be missing and only the T-JEPA model's other weights unused; from a
-        classifier everything must match. Anything else raises `ValueError` (`strict=False` warns). Returns the model
-        (and the loading info with `output_loading_info=True`)."""
+        """`PreTrainedModel.from_pretrained` from a saved classifier or from the family's JEPA model folder, strict
+        by default. From a JEPA model's folder (its config names another architecture) the head starts fresh and the
+        JEPA model's other weights are left out on purpose: only the encoder the head sits on is read. Anything else
+        missing, left unused or of another shape raises `ValueError` (`strict=False` only warns); a folder or repo of
+        another model type raises `ValueError` naming both types."""
         output_loading_info = kwargs.pop("output_loading_info", False)
         source = args[0] if args else kwargs.get("pretrained_model_name_or_path")
         architectures = getattr(kwargs.get("config"), "architectures", None)
@@ -748,9 +784,18 @@ class TJepaForSequenceClassification(TJepaPreTrainedModel):
                 )
             architectures = config_dict.get("architectures")
         from_pretraining_model = cls.__name__ not in (architectures or [])
-        if from_pretraining_model:
+        if from_pretraining_model:  # a head of another shape under the same name is replaced, not an error
             kwargs.setdefault("ignore_mismatched_sizes", True)
-        model, loading_info = super().from_pretrained(*args, output_loading_info=True, **kwargs)
+        # From a JEPA folder transformers' load report lists the pre-training modules as UNEXPECTED and the head as
+        # MISSING, both intended; the check below names whatever else does not fit (an error, or a warning).
+        load_logger = logging.getLogger("transformers.modeling_utils")
+        level = load_logger.level
+        if from_pretraining_model:
+            load_logger.setLevel(logging.ERROR)
+        try:
+            model, loading_info = super().from_pretrained(*args, output_loading_info=True, **kwargs)
+        finally:
+            load_logger.setLevel(level)
 
         def key(entry):  # mismatched keys come as (key, shape in the checkpoint, shape in the model)
             return entry[0] if isinstance(entry, tuple) else entry
@@ -760,18 +805,21 @@ class TJepaForSequenceClassification(TJepaPreTrainedModel):
             head = {name for name in model.state_dict() if name.startswith("classifier.")}
             with torch.device("meta"):
                 pretraining_keys = set(cls._pretraining_model_class(model.config).state_dict())
-            model._reset_head()
+            if head & pretraining_keys:
+                model._reset_head()
             problems["missing_keys"] = [k for k in problems["missing_keys"] if key(k) not in head]
             problems["mismatched_keys"] = [k for k in problems["mismatched_keys"] if key(k) not in head]
             problems["unexpected_keys"] = [k for k in problems["unexpected_keys"] if key(k) not in pretraining_keys]
         problems = {k: sorted(str(key(x)) for x in v) for k, v in problems.items()}
-        if strict and any(problems.values()):
-            raise ValueError(
+        if any(problems.values()):
+            message = (
                 f"{cls.__name__}.from_pretrained: the checkpoint does not match the config (missing keys: "
                 f"{problems['missing_keys'][:8]}, unexpected keys: {problems['unexpected_keys'][:8]}, mismatched "
                 f"keys: {problems['mismatched_keys'][:8]}). {cls._strict_loading_hint}"
-                "Pass strict=False to load anyway."
             )
+            if strict:
+                raise ValueError(message + "Pass strict=False to load anyway.")
+            logging.getLogger(cls.__module__).warning(message + "Loaded anyway (strict=False).")
         return (model, loading_info) if output_loading_info else model
 
     def forward(
