@@ -178,12 +178,37 @@ def check_variants(family_name: str, reproduce: Callable, variants: Sequence[str
             )
 
 
+def _refuse_classifier_folder(folder: str) -> None:
+    """A `CliError` for a folder holding one of hf-jepa's fine-tuning heads: the commands that load a model read
+    the JEPA model's folder (AutoModel would try to load the head's weights into the JEPA model and fail strictly)."""
+    import json
+
+    from . import _MODULE_OF
+
+    config = Path(folder) / "config.json"
+    if not config.is_file():
+        return
+    try:
+        architectures = json.loads(config.read_text()).get("architectures") or []
+    except (ValueError, AttributeError):
+        return  # the loader reports a broken config.json
+    heads = [name for name in architectures if name in _MODULE_OF and "For" in name]
+    if heads:
+        task = "text-classification" if "Sequence" in heads[0] else "image-classification"
+        raise CliError(
+            f"{folder}: holds a {heads[0]}, a classifier fine-tuned from a JEPA model; this command reads the JEPA "
+            f"model's folder. Run the classifier with transformers' pipeline({task!r}), or give the JEPA folder "
+            "it was loaded from"
+        )
+
+
 def load_model(folder: str):
     """`AutoModel.from_pretrained(folder)` for `hf-jepa eval`, without transformers' load report and progress bar (the
     strict loader raises on any mismatch); a truncated or corrupt weights file is a `CliError` naming the file."""
     from transformers import AutoModel
     from transformers.utils import logging as hf_logging
 
+    _refuse_classifier_folder(folder)
     verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()

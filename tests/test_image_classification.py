@@ -4,7 +4,11 @@ refusals, the classifier's round trip, `AutoModelForImageClassification` + `pipe
 (installed and as remote code where hf_jepa is not importable), bad inputs, and `transformers.Trainer` fine-tuning
 on digits beating the untrained head."""
 
+import contextlib
 import json
+import logging
+import re
+import shutil
 
 import numpy as np
 import pytest
@@ -64,6 +68,21 @@ def family(request, tmp_path_factory):
     return request.param, jepa_folder(request.param, directory), directory
 
 
+@contextlib.contextmanager
+def caplog_warnings(name: str = "hf_jepa.modeling"):
+    """The warning messages logged under logger `name` meanwhile (the heads' loaders log under hf_jepa.modeling;
+    transformers' own handler writes to the stream it found at import, which capsys/capfd do not see)."""
+    records = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = lambda record: records.append(record.getMessage())
+    logger = logging.getLogger(name)
+    logger.addHandler(handler)
+    try:
+        yield records
+    finally:
+        logger.removeHandler(handler)
+
+
 def digit_images(splits, count: int, part: str = "test") -> tuple[list[Image.Image], list[int]]:
     images = getattr(splits, f"{part}_images")[:count].numpy()
     labels = getattr(splits, f"{part}_labels")[:count].tolist()
@@ -73,7 +92,10 @@ def digit_images(splits, count: int, part: str = "test") -> tuple[list[Image.Ima
 @pytest.mark.parametrize("choice", ["target", "context"])
 def test_loads_the_chosen_encoder_bit_equal_with_a_fresh_head(family, choice):
     name, model, directory = family
-    classifier = load(name, directory, classifier_encoder=choice)
+    with caplog_warnings("transformers") as records:
+        classifier = load(name, directory, classifier_encoder=choice)
+    # the intended leftovers (pre-training modules, the new head) are not reported as problems
+    assert not [m for m in records if "LOAD REPORT" in m or "not sharded" in m], records
     source, loaded = getattr(model, f"{choice}_encoder").state_dict(), classifier.encoder.state_dict()
     assert source.keys() == loaded.keys() and all(torch.equal(source[k], loaded[k]) for k in source)
     other = "context" if choice == "target" else "target"
@@ -145,6 +167,18 @@ def test_strict_loading_refuses_what_does_not_fit(family, tmp_path):
         classifier_class.from_pretrained(tmp_path / "clf")
     loose = classifier_class.from_pretrained(tmp_path / "clf", strict=False)  # strict=False loads anyway
     assert loose.classifier.bias.shape == (10,)
+    # from a JEPA folder, anything but the intended leftovers is a problem too
+    broken = tmp_path / "broken-jepa"
+    shutil.copytree(directory, broken)
+    weights = load_file(broken / "model.safetensors")
+    lost = sorted(k for k in weights if k.startswith("target_encoder."))[0]
+    del weights[lost]
+    save_file(weights, broken / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(ValueError, match=rf"missing keys: \['{re.escape(lost)}'\]"):
+        load(name, broken)
+    with caplog_warnings() as records:
+        load(name, broken, strict=False)
+    assert any(lost in message and "Loaded anyway (strict=False)" in message for message in records)
     other = tmp_path / "other"
     other.mkdir()
     (other / "config.json").write_text(json.dumps({"model_type": "vit"}))
@@ -239,3 +273,18 @@ def test_trainer_fine_tuning_beats_the_untrained_head(family, embedded_splits, t
     trained = _accuracy(model, held_out)
     print(f"{name}: untrained {untrained:.3f} trained {trained:.3f}")
     assert trained >= untrained + 0.3 and trained >= 0.5, (untrained, trained)
+
+
+def test_commands_that_read_a_jepa_folder_refuse_a_classifier_folder(family, tmp_path, capsys):
+    from hf_jepa.cli import main
+
+    name, _, directory = family
+    load(name, directory).save_pretrained(tmp_path / "clf")
+    capsys.readouterr()
+    for argv in (["eval"], ["probe", "--data", "embedded"], ["export-onnx"]):
+        with pytest.raises(SystemExit) as exit_info:
+            main([*argv[:1], str(tmp_path / "clf"), *argv[1:]])
+        err = capsys.readouterr().err
+        assert exit_info.value.code == 2 and "Traceback" not in err, err
+        assert err.startswith(f"hf-jepa: error: {tmp_path / 'clf'}: holds a {FAMILIES[name][2].__name__}"), err
+        assert "pipeline('image-classification')" in err
