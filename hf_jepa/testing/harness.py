@@ -4,6 +4,7 @@ tests of a new family use them. (Fixtures for data and the loopback Hub are in t
 from __future__ import annotations
 
 import faulthandler
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,13 @@ def train_quickly(recipe, output_dir: str | Path, **overrides: Any) -> TrainResu
 
 def _rank_entry(worker: Callable, timeout_s: int, *args) -> None:
     faulthandler.dump_traceback_later(timeout_s, exit=True)  # a hung rank fails the test instead of the whole suite
+    # A forked rank inherits tqdm's lock as the parent's threads left it at the fork (tqdm's monitor thread takes it
+    # every few seconds), including the multiprocessing lock it shares with the parent. A rank of its own: it cannot
+    # wait forever on a lock held by a thread it does not have, nor die holding the parent's (the parent would then
+    # hang at its next progress bar; seen once in the suite, after a rank timed out).
+    from tqdm import tqdm
+
+    tqdm.set_lock(threading.RLock())
     torch.set_num_threads(1)  # 2 ranks x 2 OpenMP threads on 2 cores is ~8x slower (and forked OpenMP can hang)
     try:
         worker(*args)
