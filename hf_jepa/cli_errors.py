@@ -183,7 +183,9 @@ def _refuse_classifier_folder(folder: str) -> None:
     the JEPA model's folder (AutoModel would try to load the head's weights into the JEPA model and fail strictly)."""
     import json
 
-    from . import _MODULE_OF
+    import hf_jepa
+
+    from .saving import HEAD_TASKS
 
     config = Path(folder) / "config.json"
     if not config.is_file():
@@ -192,11 +194,16 @@ def _refuse_classifier_folder(folder: str) -> None:
         architectures = json.loads(config.read_text()).get("architectures") or []
     except (ValueError, AttributeError):
         return  # the loader reports a broken config.json
-    heads = [name for name in architectures if name in _MODULE_OF and "For" in name]
-    if heads:
-        task = "text-classification" if "Sequence" in heads[0] else "image-classification"
+    tasks = {
+        name: HEAD_TASKS[auto_class]
+        for name in architectures
+        if name in hf_jepa.__all__
+        and (auto_class := getattr(getattr(hf_jepa, name), "_auto_class", None)) in HEAD_TASKS
+    }
+    if tasks:
+        (head, task), *_ = tasks.items()
         raise CliError(
-            f"{folder}: holds a {heads[0]}, a classifier fine-tuned from a JEPA model; this command reads the JEPA "
+            f"{folder}: holds a {head}, a classifier fine-tuned from a JEPA model; this command reads the JEPA "
             f"model's folder. Run the classifier with transformers' pipeline({task!r}), or give the JEPA folder "
             "it was loaded from"
         )

@@ -295,6 +295,24 @@ def latent_prediction_loss(prediction: torch.Tensor, target: torch.Tensor, loss_
 # -------------------------------------------------------------------------------------------------------------- model
 
 
+def source_config_dict(cls, source, kwargs) -> dict | None:
+    """The config dict `cls.from_pretrained(source, **kwargs)` would read (None without a source, or with `config=`
+    given). Raises `ValueError` naming both model types when `source` holds another model type, before transformers
+    fails on that model's config values."""
+    if source is None or kwargs.get("config") is not None:
+        return None
+    hub_kwargs = ("cache_dir", "force_download", "proxies", "token", "local_files_only", "revision", "subfolder")
+    config_dict, _ = cls.config_class.get_config_dict(source, **{k: kwargs[k] for k in hub_kwargs if k in kwargs})
+    found, expected = config_dict.get("model_type"), cls.config_class.model_type
+    if found is not None and found != expected:
+        raise ValueError(
+            f"{str(source)!r} holds a model of type {found!r}, but {cls.__name__} loads {expected!r} models: "
+            f"load it with the class of its type (AutoModel.from_pretrained picks it). "
+            f"{cls._strict_loading_hint}".strip()
+        )
+    return config_dict
+
+
 class BroJepaPreTrainedModel(PreTrainedModel):
     config: BroJepaConfig
     config_class = BroJepaConfig
@@ -385,27 +403,7 @@ class BroJepaModel(BroJepaPreTrainedModel):
         (loading marks every floating parameter trainable again). A folder or repo holding another model type raises
         `ValueError` naming both types (instead of failing on the other model's config values)."""
         output_loading_info = kwargs.pop("output_loading_info", False)
-        source = args[0] if args else kwargs.get("pretrained_model_name_or_path")
-        if source is not None and kwargs.get("config") is None:
-            hub_kwargs = (
-                "cache_dir",
-                "force_download",
-                "proxies",
-                "token",
-                "local_files_only",
-                "revision",
-                "subfolder",
-            )
-            config_dict, _ = cls.config_class.get_config_dict(
-                source, **{k: kwargs[k] for k in hub_kwargs if k in kwargs}
-            )
-            found, expected = config_dict.get("model_type"), cls.config_class.model_type
-            if found is not None and found != expected:
-                raise ValueError(
-                    f"{str(source)!r} holds a model of type {found!r}, but {cls.__name__} loads {expected!r} models: "
-                    f"load it with the class of its type (AutoModel.from_pretrained picks it). "
-                    f"{cls._strict_loading_hint}".strip()
-                )
+        source_config_dict(cls, args[0] if args else kwargs.get("pretrained_model_name_or_path"), kwargs)
         model, loading_info = super().from_pretrained(*args, output_loading_info=True, **kwargs)
         model.freeze_targets()
         problems = {
@@ -772,27 +770,7 @@ class BroJepaForImageClassification(BroJepaPreTrainedModel):
         forget_pretraining_declarations(config)
         self.post_init()
 
-    # Copied from hf_jepa.modeling.bro_jepa.modeling_bro_jepa.BroJepaModel._check_pixel_values
-    def _check_pixel_values(self, pixel_values, name) -> torch.Tensor:
-        """Checked `pixel_values`: a non-empty floating tensor `(batch, C, H, W)` of finite values, cast to the
-        model's dtype (float64 / float16 / bfloat16 input is accepted); integer images raise `TypeError` (use the
-        image processor)."""
-        config = self.config
-        expected = (config.num_channels, config.image_size, config.image_size)
-        if not isinstance(pixel_values, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor of shape (batch, {', '.join(map(str, expected))})")
-        if not pixel_values.is_floating_point():
-            raise TypeError(
-                f"{name} must be a normalised floating-point tensor, got dtype {pixel_values.dtype}; convert uint8 "
-                f"images with BroJepaImageProcessor or ((x / 255) - {config.pixel_mean}) / {config.pixel_std}"
-            )
-        if pixel_values.ndim != 4 or tuple(pixel_values.shape[1:]) != expected:
-            raise ValueError(
-                f"{name} must have shape (batch, {', '.join(map(str, expected))}), got {tuple(pixel_values.shape)}"
-            )
-        if pixel_values.shape[0] == 0:
-            raise ValueError(f"{name} is empty (batch size 0): pass at least one image")
-        return _finite_pixels(pixel_values, name, self.dtype)
+    _check_pixel_values = BroJepaModel._check_pixel_values  # the same checks and messages
 
     @property
     def encoder(self) -> nn.Module:
@@ -830,27 +808,10 @@ class BroJepaForImageClassification(BroJepaPreTrainedModel):
         missing, left unused or of another shape raises `ValueError` (`strict=False` only warns); a folder or repo of
         another model type raises `ValueError` naming both types."""
         output_loading_info = kwargs.pop("output_loading_info", False)
-        source = args[0] if args else kwargs.get("pretrained_model_name_or_path")
-        architectures = getattr(kwargs.get("config"), "architectures", None)
-        if source is not None and kwargs.get("config") is None:
-            hub_kwargs = (
-                "cache_dir",
-                "force_download",
-                "proxies",
-                "token",
-                "local_files_only",
-                "revision",
-                "subfolder",
-            )
-            config_dict, _ = cls.config_class.get_config_dict(
-                source, **{k: kwargs[k] for k in hub_kwargs if k in kwargs}
-            )
-            found, expected = config_dict.get("model_type"), cls.config_class.model_type
-            if found is not None and found != expected:
-                raise ValueError(
-                    f"{str(source)!r} holds a model of type {found!r}, but {cls.__name__} loads {expected!r} models: "
-                    f"load it with the class of its type. {cls._strict_loading_hint}".strip()
-                )
+        config_dict = source_config_dict(cls, args[0] if args else kwargs.get("pretrained_model_name_or_path"), kwargs)
+        if config_dict is None:
+            architectures = getattr(kwargs.get("config"), "architectures", None)
+        else:
             architectures = config_dict.get("architectures")
         from_pretraining_model = cls.__name__ not in (architectures or [])
         if from_pretraining_model:  # a head of another shape under the same name is replaced, not an error

@@ -245,6 +245,25 @@ def embedding_spread(latents: torch.Tensor) -> torch.Tensor:
 # -------------------------------------------------------------------------------------------------------------- model
 
 
+# Copied from hf_jepa.modeling.bro_jepa.modeling_bro_jepa.source_config_dict
+def source_config_dict(cls, source, kwargs) -> dict | None:
+    """The config dict `cls.from_pretrained(source, **kwargs)` would read (None without a source, or with `config=`
+    given). Raises `ValueError` naming both model types when `source` holds another model type, before transformers
+    fails on that model's config values."""
+    if source is None or kwargs.get("config") is not None:
+        return None
+    hub_kwargs = ("cache_dir", "force_download", "proxies", "token", "local_files_only", "revision", "subfolder")
+    config_dict, _ = cls.config_class.get_config_dict(source, **{k: kwargs[k] for k in hub_kwargs if k in kwargs})
+    found, expected = config_dict.get("model_type"), cls.config_class.model_type
+    if found is not None and found != expected:
+        raise ValueError(
+            f"{str(source)!r} holds a model of type {found!r}, but {cls.__name__} loads {expected!r} models: "
+            f"load it with the class of its type (AutoModel.from_pretrained picks it). "
+            f"{cls._strict_loading_hint}".strip()
+        )
+    return config_dict
+
+
 class EpmJepaPreTrainedModel(PreTrainedModel):
     config: EpmJepaConfig
     config_class = EpmJepaConfig
@@ -387,27 +406,7 @@ class EpmJepaModel(EpmJepaPreTrainedModel):
         (loading marks every floating parameter trainable again). A folder or repo holding another model type raises
         `ValueError` naming both types (instead of failing on the other model's config values)."""
         output_loading_info = kwargs.pop("output_loading_info", False)
-        source = args[0] if args else kwargs.get("pretrained_model_name_or_path")
-        if source is not None and kwargs.get("config") is None:
-            hub_kwargs = (
-                "cache_dir",
-                "force_download",
-                "proxies",
-                "token",
-                "local_files_only",
-                "revision",
-                "subfolder",
-            )
-            config_dict, _ = cls.config_class.get_config_dict(
-                source, **{k: kwargs[k] for k in hub_kwargs if k in kwargs}
-            )
-            found, expected = config_dict.get("model_type"), cls.config_class.model_type
-            if found is not None and found != expected:
-                raise ValueError(
-                    f"{str(source)!r} holds a model of type {found!r}, but {cls.__name__} loads {expected!r} models: "
-                    f"load it with the class of its type (AutoModel.from_pretrained picks it). "
-                    f"{cls._strict_loading_hint}".strip()
-                )
+        source_config_dict(cls, args[0] if args else kwargs.get("pretrained_model_name_or_path"), kwargs)
         model, loading_info = super().from_pretrained(*args, output_loading_info=True, **kwargs)
         model.freeze_targets()
         problems = {
@@ -1049,27 +1048,10 @@ class EpmJepaForImageClassification(EpmJepaPreTrainedModel):
         missing, left unused or of another shape raises `ValueError` (`strict=False` only warns); a folder or repo of
         another model type raises `ValueError` naming both types."""
         output_loading_info = kwargs.pop("output_loading_info", False)
-        source = args[0] if args else kwargs.get("pretrained_model_name_or_path")
-        architectures = getattr(kwargs.get("config"), "architectures", None)
-        if source is not None and kwargs.get("config") is None:
-            hub_kwargs = (
-                "cache_dir",
-                "force_download",
-                "proxies",
-                "token",
-                "local_files_only",
-                "revision",
-                "subfolder",
-            )
-            config_dict, _ = cls.config_class.get_config_dict(
-                source, **{k: kwargs[k] for k in hub_kwargs if k in kwargs}
-            )
-            found, expected = config_dict.get("model_type"), cls.config_class.model_type
-            if found is not None and found != expected:
-                raise ValueError(
-                    f"{str(source)!r} holds a model of type {found!r}, but {cls.__name__} loads {expected!r} models: "
-                    f"load it with the class of its type. {cls._strict_loading_hint}".strip()
-                )
+        config_dict = source_config_dict(cls, args[0] if args else kwargs.get("pretrained_model_name_or_path"), kwargs)
+        if config_dict is None:
+            architectures = getattr(kwargs.get("config"), "architectures", None)
+        else:
             architectures = config_dict.get("architectures")
         from_pretraining_model = cls.__name__ not in (architectures or [])
         if from_pretraining_model:  # a head of another shape under the same name is replaced, not an error

@@ -300,6 +300,25 @@ class IJepaPredictor(nn.Module):
 # -------------------------------------------------------------------------------------------------------- model
 
 
+# Copied from hf_jepa.modeling.bro_jepa.modeling_bro_jepa.source_config_dict
+def source_config_dict(cls, source, kwargs) -> dict | None:
+    """The config dict `cls.from_pretrained(source, **kwargs)` would read (None without a source, or with `config=`
+    given). Raises `ValueError` naming both model types when `source` holds another model type, before transformers
+    fails on that model's config values."""
+    if source is None or kwargs.get("config") is not None:
+        return None
+    hub_kwargs = ("cache_dir", "force_download", "proxies", "token", "local_files_only", "revision", "subfolder")
+    config_dict, _ = cls.config_class.get_config_dict(source, **{k: kwargs[k] for k in hub_kwargs if k in kwargs})
+    found, expected = config_dict.get("model_type"), cls.config_class.model_type
+    if found is not None and found != expected:
+        raise ValueError(
+            f"{str(source)!r} holds a model of type {found!r}, but {cls.__name__} loads {expected!r} models: "
+            f"load it with the class of its type (AutoModel.from_pretrained picks it). "
+            f"{cls._strict_loading_hint}".strip()
+        )
+    return config_dict
+
+
 class IJepaPreTrainedModel(PreTrainedModel):
     config: IJepaConfig
     config_class = IJepaConfig
@@ -425,27 +444,7 @@ class IJepaModel(IJepaPreTrainedModel):
         (loading marks every floating parameter trainable again). A folder or repo holding another model type raises
         `ValueError` naming both types (instead of failing on the other model's config values)."""
         output_loading_info = kwargs.pop("output_loading_info", False)
-        source = args[0] if args else kwargs.get("pretrained_model_name_or_path")
-        if source is not None and kwargs.get("config") is None:
-            hub_kwargs = (
-                "cache_dir",
-                "force_download",
-                "proxies",
-                "token",
-                "local_files_only",
-                "revision",
-                "subfolder",
-            )
-            config_dict, _ = cls.config_class.get_config_dict(
-                source, **{k: kwargs[k] for k in hub_kwargs if k in kwargs}
-            )
-            found, expected = config_dict.get("model_type"), cls.config_class.model_type
-            if found is not None and found != expected:
-                raise ValueError(
-                    f"{str(source)!r} holds a model of type {found!r}, but {cls.__name__} loads {expected!r} models: "
-                    f"load it with the class of its type (AutoModel.from_pretrained picks it). "
-                    f"{cls._strict_loading_hint}".strip()
-                )
+        source_config_dict(cls, args[0] if args else kwargs.get("pretrained_model_name_or_path"), kwargs)
         model, loading_info = super().from_pretrained(*args, output_loading_info=True, **kwargs)
         model.freeze_targets()
         problems = {
@@ -462,6 +461,10 @@ class IJepaModel(IJepaPreTrainedModel):
         return (model, loading_info) if output_loading_info else model
 
     # ------------------------------------------------------------------ input checks
+
+    def get_input_embeddings(self) -> nn.Module:
+        """The context encoder's patch embedding (as transformers' ViT models return theirs)."""
+        return self.context_encoder.patch_embeddings
 
     def _check_pixel_values(self, pixel_values, interpolate_pos_encoding: bool = False) -> torch.Tensor:
         """Checked `pixel_values`: a non-empty floating tensor `(batch, C, H, W)` of finite values, cast to the
@@ -486,7 +489,7 @@ class IJepaModel(IJepaPreTrainedModel):
             )
         if pixel_values.shape[0] == 0:
             raise ValueError("pixel_values is empty: the batch needs at least one image")
-        dtype = self.context_encoder.patch_embeddings.projection.weight.dtype  # the model's, whichever encoder it holds
+        dtype = self.get_input_embeddings().projection.weight.dtype  # the model's, whichever encoder it holds
         return _finite_pixels(pixel_values, "pixel_values", dtype)
 
     def _check_indices(self, indices, name, ndim, batch):
@@ -696,32 +699,11 @@ class IJepaForImageClassification(IJepaPreTrainedModel):
         forget_pretraining_declarations(config)
         self.post_init()
 
-    # Copied from hf_jepa.modeling.i_jepa.modeling_i_jepa.IJepaModel._check_pixel_values with self.context_encoder->self.encoder
-    def _check_pixel_values(self, pixel_values, interpolate_pos_encoding: bool = False) -> torch.Tensor:
-        """Checked `pixel_values`: a non-empty floating tensor `(batch, C, H, W)` of finite values, cast to the
-        model's dtype (float64 / float16 / bfloat16 input is accepted). `H x W` must be the config's image size, or,
-        with `interpolate_pos_encoding`, any size of at least one patch per side."""
-        config = self.config
-        expected = (config.num_channels, config.image_size, config.image_size)
-        shape_ok = isinstance(pixel_values, torch.Tensor) and pixel_values.ndim == 4
-        if shape_ok and interpolate_pos_encoding:
-            shape_ok = pixel_values.shape[1] == config.num_channels and min(pixel_values.shape[2:]) >= config.patch_size
-        elif shape_ok:
-            shape_ok = tuple(pixel_values.shape[1:]) == expected
-        if not shape_ok or not pixel_values.is_floating_point():
-            if interpolate_pos_encoding:
-                expected = (config.num_channels, f"H >= {config.patch_size}", f"W >= {config.patch_size}")
-            got = tuple(pixel_values.shape) if isinstance(pixel_values, torch.Tensor) else type(pixel_values).__name__
-            dtype = f" {pixel_values.dtype}" if isinstance(pixel_values, torch.Tensor) else ""
-            raise ValueError(
-                f"pixel_values must be a float tensor of shape (batch, C, H, W) = (batch, {expected[0]}, "
-                f"{expected[1]}, {expected[2]}), normalised with mean {config.pixel_mean} and std {config.pixel_std}; "
-                f"got{dtype} {got}"
-            )
-        if pixel_values.shape[0] == 0:
-            raise ValueError("pixel_values is empty: the batch needs at least one image")
-        dtype = self.encoder.patch_embeddings.projection.weight.dtype  # the model's, whichever encoder it holds
-        return _finite_pixels(pixel_values, "pixel_values", dtype)
+    def get_input_embeddings(self) -> nn.Module:
+        """The patch embedding of the encoder the head sits on."""
+        return self.encoder.patch_embeddings
+
+    _check_pixel_values = IJepaModel._check_pixel_values  # the same checks and messages
 
     # Copied from hf_jepa.modeling.bro_jepa.modeling_bro_jepa.BroJepaForImageClassification.encoder
     @property
@@ -764,27 +746,10 @@ class IJepaForImageClassification(IJepaPreTrainedModel):
         missing, left unused or of another shape raises `ValueError` (`strict=False` only warns); a folder or repo of
         another model type raises `ValueError` naming both types."""
         output_loading_info = kwargs.pop("output_loading_info", False)
-        source = args[0] if args else kwargs.get("pretrained_model_name_or_path")
-        architectures = getattr(kwargs.get("config"), "architectures", None)
-        if source is not None and kwargs.get("config") is None:
-            hub_kwargs = (
-                "cache_dir",
-                "force_download",
-                "proxies",
-                "token",
-                "local_files_only",
-                "revision",
-                "subfolder",
-            )
-            config_dict, _ = cls.config_class.get_config_dict(
-                source, **{k: kwargs[k] for k in hub_kwargs if k in kwargs}
-            )
-            found, expected = config_dict.get("model_type"), cls.config_class.model_type
-            if found is not None and found != expected:
-                raise ValueError(
-                    f"{str(source)!r} holds a model of type {found!r}, but {cls.__name__} loads {expected!r} models: "
-                    f"load it with the class of its type. {cls._strict_loading_hint}".strip()
-                )
+        config_dict = source_config_dict(cls, args[0] if args else kwargs.get("pretrained_model_name_or_path"), kwargs)
+        if config_dict is None:
+            architectures = getattr(kwargs.get("config"), "architectures", None)
+        else:
             architectures = config_dict.get("architectures")
         from_pretraining_model = cls.__name__ not in (architectures or [])
         if from_pretraining_model:  # a head of another shape under the same name is replaced, not an error
