@@ -74,6 +74,21 @@ def source_config_dict(cls, source, kwargs) -> dict | None:
     return config_dict
 
 
+# Copied from hf_jepa.modeling.bro_jepa.modeling_bro_jepa.copy_into_aligned_memory
+@torch.no_grad()
+def copy_into_aligned_memory(model: nn.Module) -> None:
+    """Give each CPU parameter and buffer of `model` that lies outside PyTorch's aligned allocations a copy of its own.
+    safetensors >= 0.8 serves loaded weights straight from the memory-mapped file, at the file's 8-byte alignment, and
+    the CPU's vector kernels split their sums by alignment: without the copy a loaded model's outputs differ from the
+    saved model's in the last bits. Each tensor object stays the same (`.data` is replaced), so tied weights stay
+    tied."""
+    alignment = 64  # bytes: what PyTorch's CPU allocator guarantees (c10's gAlignment)
+    for module in model.modules():
+        for tensor in (*module._parameters.values(), *module._buffers.values()):
+            if tensor is not None and tensor.device.type == "cpu" and tensor.data_ptr() % alignment:
+                tensor.data = tensor.data.clone()
+
+
 class JepaPreTrainedBase(PreTrainedModel):
     """Weight init shared by the family, EMA-target housekeeping (`ema_pairs()` is empty unless the model has an EMA
     target) and strict loading (`from_pretrained(..., strict=True)` raises `ValueError` on missing, unexpected or
@@ -135,6 +150,7 @@ class JepaPreTrainedBase(PreTrainedModel):
         output_loading_info = kwargs.pop("output_loading_info", False)
         source_config_dict(cls, args[0] if args else kwargs.get("pretrained_model_name_or_path"), kwargs)
         model, loading_info = super().from_pretrained(*args, output_loading_info=True, **kwargs)
+        copy_into_aligned_memory(model)
         model.freeze_targets()
         problems = {
             k: sorted(str(x) for x in (loading_info.get(k) or ()))
