@@ -268,10 +268,10 @@ def source_config_dict(cls, source, kwargs) -> dict | None:
 @torch.no_grad()
 def copy_into_aligned_memory(model: nn.Module) -> None:
     """Give each CPU parameter and buffer of `model` that lies outside PyTorch's aligned allocations a copy of its own.
-    safetensors >= 0.8 serves loaded weights straight from the memory-mapped file, at the file's 8-byte alignment, and
-    the CPU's vector kernels split their sums by alignment: without the copy a loaded model's outputs differ from the
-    saved model's in the last bits. Each tensor object stays the same (`.data` is replaced), so tied weights stay
-    tied."""
+    from_pretrained keeps the tensors safetensors serves from the memory-mapped file, at the file's 8-byte alignment,
+    and CPU vector kernels can split their sums by alignment (seen on AMD EPYC): without the copy a loaded model's
+    outputs could differ from the saved model's in the last bits. Each tensor object stays the same (`.data` is
+    replaced), so tied weights stay tied."""
     alignment = 64  # bytes: what PyTorch's CPU allocator guarantees (c10's gAlignment)
     for module in model.modules():
         for tensor in (*module._parameters.values(), *module._buffers.values()):
