@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import io
+import json
 import os
 import shutil
 import socket
@@ -111,16 +112,24 @@ def image_shown(page, selector: str):
     return Image.open(io.BytesIO(data))
 
 
-def upload(page, selector: str, path) -> None:
-    """Put the file `path` into the gr.File at `selector` (clearing the file it holds first)."""
+def upload(page, selector: str, paths) -> None:
+    """Put the file (or list of files) `paths` into the gr.File at `selector`, clearing what it shows first.
+
+    Waits for the file list's name cells (`td[aria-label=NAME]`). Not for the name as text: the list splits it into
+    stem and suffix elements, and the upload-progress view that does show the whole name is gone once a fast upload
+    ends, so a text wait passed or timed out by timing (it timed out on a loaded CI machine).
+    """
     from pathlib import Path
 
-    path = Path(path)
-    clear = page.locator(f"{selector} button[aria-label='Clear']")
-    if clear.count():
-        clear.first.click()
-    page.locator(f"{selector} input[type=file]").set_input_files(str(path))
-    page.locator(selector).get_by_text(path.name).wait_for()
+    paths = [Path(p) for p in paths] if isinstance(paths, (list, tuple)) else [Path(paths)]
+    component = page.locator(selector)
+    shown = component.locator(".file-preview")
+    if shown.count():  # the Clear button renders a moment after the list: wait for it, then for the list to go
+        component.locator("button[aria-label='Clear']").first.click()
+        shown.wait_for(state="detached")
+    component.locator("input[type=file]").set_input_files([str(p) for p in paths])
+    for path in paths:
+        component.locator(f".file-preview td[aria-label={json.dumps(path.name)}]").wait_for()
 
 
 def set_slider(page, selector: str, value) -> None:

@@ -17,7 +17,7 @@ from hf_jepa.recipes import load_families
 from hf_jepa.spaces import build_app, i_jepa, similarity, t_jepa
 from hf_jepa.spaces.layout import UserInputError
 from hf_jepa.spaces.registry import family_of_model_type
-from hf_jepa.testing.browser import browser_page, image_shown, screenshot, serve
+from hf_jepa.testing.browser import browser_page, image_shown, screenshot, serve, upload
 from hf_jepa.testing.harness import train_quickly
 
 pytestmark = pytest.mark.browser
@@ -122,15 +122,6 @@ def test_t_jepa_app_shows_the_diagnostics_of_the_sentences_entered(t_folder):
         screenshot(page, "t-jepa")
 
 
-def _upload_many(page, selector: str, paths) -> None:
-    clear = page.locator(f"{selector} button[aria-label='Clear']")
-    if clear.count():
-        clear.first.click()
-    page.locator(f"{selector} input[type=file]").set_input_files([str(p) for p in paths])
-    for path in paths:  # a multiple-file list shows the stem and the suffix in elements of their own
-        page.locator(selector).get_by_text(path.stem, exact=True).first.wait_for()
-
-
 def test_i_jepa_app_shows_the_diagnostics_of_the_images_uploaded(i_folder, image_files):
     digits, not_image, _ = image_files
     extract = pipeline("jepa-feature-extraction", model=str(i_folder))
@@ -138,11 +129,11 @@ def test_i_jepa_app_shows_the_diagnostics_of_the_images_uploaded(i_folder, image
         page.goto(url)
         page.locator("#status").get_by_text("Model:").wait_for()
         # Bad input first: a file that is no image among the uploads.
-        _upload_many(page, "#ijepa-upload", [digits[0], not_image])
+        upload(page, "#ijepa-upload", [digits[0], not_image])
         page.locator("#ijepa-run").click()
         _wait_for_message(page, "ijepa", "notes.png) is not an image")
 
-        _upload_many(page, "#ijepa-upload", digits)
+        upload(page, "#ijepa-upload", digits)
         page.locator("#ijepa-run").click()
         names, embeddings = i_jepa.embed_images(extract, digits)
         assert names == [p.name for p in digits]
