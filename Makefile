@@ -26,8 +26,12 @@ demo: $(STAMP)
 	$(OFFLINE) $(VENV)/bin/hf-jepa train bro-jepa --set data=embedded max_steps=600 overwrite_output_dir=true --output-dir outputs/demo
 	$(OFFLINE) $(PY) -m hf_jepa.demo_reload outputs/demo
 
+# Two workers (pytest-xdist), one OpenMP thread each, the subprocesses they start included: the suite runs in one
+# thread per process, so a second worker uses the second core (tests/conftest.py keeps a module's tests together).
+# TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(OFFLINE) $(PY) -m pytest -q
+	$(OFFLINE) OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 test-slow: $(STAMP)
 	$(OFFLINE) $(PY) -m pytest -q -m slow

@@ -170,6 +170,21 @@ def digits_splits() -> DigitSplits:
     return DigitSplits(MnistSplits(data), real=path is not None, data=data)
 
 
+# ------------------------------------------------------------------------------------------- make test's two workers
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook, which reads the groups into the test ids
+def pytest_collection_modifyitems(config, items):
+    """Under `--dist loadgroup` (make test: `-n 2`) a module's tests run on one worker, in order, so its module- and
+    class-scoped fixtures (the trained tiny models most modules share) are built once, not once per worker. Modules
+    marked `independent` (the docs pages: each runs in a fresh folder) are spread test by test."""
+    if not config.getoption("loadgroup", False):  # set in xdist's workers when the controller has --dist loadgroup
+        return
+    for item in items:
+        if not item.get_closest_marker("independent") and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+
+
 # ------------------------------------------------------------------------------------------------ loopback Hub
 
 

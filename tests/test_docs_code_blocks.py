@@ -14,6 +14,8 @@ from hf_jepa.testing.doc_blocks import check_block, collect_blocks, run_block
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 
+pytestmark = pytest.mark.independent  # each page runs in its own fresh folder
+
 
 def _pages() -> list[str]:
     pages = ["README.md", "CONTRIBUTING.md"] + sorted(

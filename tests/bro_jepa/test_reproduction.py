@@ -21,12 +21,19 @@ needs_mnist = pytest.mark.skipif(mnist_dir() is None, reason=_skip_reason())
 
 
 def _train(tmp_path, max_steps, splits=None, **config_overrides):
-    torch.set_num_threads(os.cpu_count() or 1)
-    splits = splits or MnistSplits(str(mnist_dir()))
-    recipe = BroJepaRecipe(BroJepaConfig.cpu_fast(**config_overrides), BroJepaDataArguments(plot=False), splits=splits)
-    settings = {**TRAINING_DEFAULTS, "max_steps": max_steps}
-    args = TrainingArguments(output_dir=str(tmp_path), save_model=False, disable_progress_bar=True, **settings)
-    return JepaTrainer(recipe, args).train().metrics
+    # Every core unless OMP_NUM_THREADS says otherwise (make test's two workers: one thread each); the thread count is
+    # put back after, so the later tests of this process keep theirs.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS") or os.cpu_count() or 1))
+    try:
+        splits = splits or MnistSplits(str(mnist_dir()))
+        config = BroJepaConfig.cpu_fast(**config_overrides)
+        recipe = BroJepaRecipe(config, BroJepaDataArguments(plot=False), splits=splits)
+        settings = {**TRAINING_DEFAULTS, "max_steps": max_steps}
+        args = TrainingArguments(output_dir=str(tmp_path), save_model=False, disable_progress_bar=True, **settings)
+        return JepaTrainer(recipe, args).train().metrics
+    finally:
+        torch.set_num_threads(threads)
 
 
 @needs_mnist
