@@ -11,15 +11,15 @@ out=$(realpath "$1"); shift
 mkdir -p "$out"
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
 for spec in "$@"; do
-    label=${spec%%=*}; commit=${spec#*=}; workers=()
-    if [[ $commit == *:* ]]; then workers=(-n "${commit#*:}" --dist loadgroup); commit=${commit%%:*}; fi
+    label=${spec%%=*}; commit=${spec#*=}; workers=(); threads=()
+    if [[ $commit == *:* ]]; then
+        workers=(-n "${commit#*:}" --dist loadgroup); threads=(OMP_NUM_THREADS=1); commit=${commit%%:*}; fi
     tree=$(mktemp -d)/$label
     git -C "$root" worktree add -q --detach "$tree" "$commit"
     # 6bb7686's tests/test_spaces.py imports gradio unguarded; the spaces tests need the spaces extra, not installed here
     ignore=(); if [ -f "$tree/tests/test_spaces.py" ] && ! "$root/.venv/bin/python" -c "import gradio" 2>/dev/null; then
         ignore=(--ignore=tests/test_spaces.py); fi
     echo "== $label ($commit) start $(date -u +%T)"
-    threads=(); if [ ${#workers[@]} -gt 0 ]; then threads=(OMP_NUM_THREADS=1); fi
     (cd "$tree" && env "${threads[@]}" PYTHONPATH="$tree" /usr/bin/time -v -o "$out/$label.time" "$root/.venv/bin/python" -m pytest -q \
         -p no:cacheprovider "${ignore[@]}" "${workers[@]}" --junitxml="$out/$label.xml" > "$out/$label.out" 2>&1) || true
     echo "== $label end $(date -u +%T): $(tail -1 "$out/$label.out")"
